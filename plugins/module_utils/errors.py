@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one exception type every gpuops.k8s module turns into ``fail_json``."""
+
+from __future__ import annotations
+
+
+class GpuOpsError(Exception):
+    """A failure with a message meant for the user.
+
+    ``details`` is a dict merged into the module's ``fail_json`` result (for example the
+    GPUs as they are after a fault halfway, or the list of valid profiles).
+    """
+
+    def __init__(self, msg, **details):
+        super(GpuOpsError, self).__init__(msg)
+        self.msg = msg
+        self.details = details
+
+    def __str__(self):
+        return self.msg
