@@ -191,9 +191,8 @@ def test_lost_gpu_is_reported_not_raised(host):
     assert facts["gpus"][0]["lost"] is False
 
 
-def test_gpu_info_of_eight_gpus_is_fast(tmp_path):
-    """One gpu_info on 8 partitioned GPUs stays in the millisecond range (a loose bound, not a benchmark)."""
-    import time
+def test_gpu_info_of_a_partitioned_eight_gpu_host(tmp_path):
+    """gpu_info on 8 fully partitioned GPUs (the speed is measured by benchmarks/nvml_sim_speed.py)."""
     path = str(tmp_path / "dgx.json")
     nvml_sim.save_state(path, nvml_sim.new_state([{"model": "h100_80gb", "count": 8}]))
     with open_nvml(path) as nv:
@@ -201,10 +200,9 @@ def test_gpu_info_of_eight_gpus_is_fast(tmp_path):
             enable(nv, i)
             for s in range(7):
                 gpu_state.create_instance(nv, i, "1g.10gb", s)
-    start = time.time()
     info = gpu_state.gpu_info(path, diagram=False)
-    assert sum(len(g["instances"]) for g in info["gpus"]) == 56
-    assert time.time() - start < 1.0
+    assert [len(g["instances"]) for g in info["gpus"]] == [7] * 8
+    assert len(set(i["uuid"] for g in info["gpus"] for i in g["instances"])) == 56
 
 
 def test_cuda_version_string():
