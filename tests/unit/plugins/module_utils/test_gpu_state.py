@@ -209,3 +209,23 @@ def test_cuda_version_string():
     assert gpu_state.cuda_version_string(12040) == "12.4"
     assert gpu_state.cuda_version_string(11080) == "11.8"
     assert gpu_state.cuda_version_string(None) is None
+
+
+def test_old_driver_without_v2_profile_info_uses_v1_and_the_naming_rule(host, monkeypatch):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import FUNCTION_NOT_FOUND
+    with open_nvml(host) as nv:
+        enable(nv, 0)
+        real = nv.nvmlDeviceGetGpuInstanceProfileInfo
+        versions = []
+
+        def v1_only(handle, const, version=2):
+            versions.append(version)
+            if version == 2:
+                raise NvmlError(FUNCTION_NOT_FOUND, call="nvmlDeviceGetGpuInstanceProfileInfo")
+            return real(handle, const, version)
+
+        monkeypatch.setattr(nv, "nvmlDeviceGetGpuInstanceProfileInfo", v1_only)
+        gpu_state.invalidate(nv)
+        names = [p.name for p in gpu_state.live_profiles(nv, 0)]
+    assert names == [p.name for p in cat.CATALOG["a100_80gb"].profiles]
+    assert 1 in versions and 2 in versions
