@@ -206,6 +206,9 @@ def _parse_filters(value, where):
         value = [value]
     if not isinstance(value, list):
         raise GpuOpsError("%s: device-filter must be a string or a list of strings, not %r" % (where, value))
+    for v in value:
+        if not isinstance(v, str):
+            raise GpuOpsError("%s: device-filter entries must be strings such as \"0x20B210DE\", not %r" % (where, v))
     return tuple(parse_device_id(v, where) for v in value)
 
 
