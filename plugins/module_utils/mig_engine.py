@@ -33,7 +33,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml as nvml_mod
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
 
 MUTATING = ("enable_mig", "disable_mig", "destroy", "create")
 
@@ -141,8 +141,10 @@ class GpuWork(object):
         for t, start in self.plan.create:
             p = self.pmap[t.profile]
             for n, name in enumerate(self._devices(t.profile, t.compute_instances)):
-                rows.append({"profile": name, "placement": _placement(start, p.memory_slices),
-                             "gpu_instance_id": None, "compute_instance_id": None, "uuid": None,
+                rows.append({"profile": name, "gpu_instance_profile": t.profile,
+                             "placement": _placement(start, p.memory_slices),
+                             "gpu_instance_id": None, "compute_instance_id": None,
+                             "compute_slices": t.compute_instances[n], "uuid": None,
                              "memory_mib": p.memory_mib, "planned": True, "busy": False})
         gpu["instances"] = rows
         return gpu
@@ -201,7 +203,7 @@ def resources(gpus, strategy="mixed"):
     for gpu in gpus:
         if gpu.get("mig_capable") and gpu.get("mig_mode_current"):
             for row in gpu.get("instances") or []:
-                if row.get("compute_instance_id") is None and not row.get("planned"):
+                if row.get("compute_slices") == 0:
                     continue  # a GPU instance without compute instance is no device
                 out[gpu_catalog.resource_name(row["profile"], strategy)] += 1
         else:
@@ -229,12 +231,12 @@ def _diff(before, after, indexes):
 def _reread(nvml):
     try:
         return gpu_state.read_host(nvml)["gpus"], None
-    except (GpuOpsError, nvml_mod.NvmlError) as e:
+    except GpuOpsError as e:
         return None, str(e)
 
 
 def _err_text(e):
-    if isinstance(e, nvml_mod.NvmlError):
+    if isinstance(e, NvmlError):
         return "%s (NVML error %s)" % (e, getattr(e, "value", "?"))
     return str(e)
 
@@ -278,7 +280,7 @@ def _apply(nvml, works, completed):
 def _run(action, completed, fn, *args):
     try:
         out = fn(*args)
-    except (GpuOpsError, nvml_mod.NvmlError) as e:
+    except GpuOpsError as e:
         raise _Halt(action, e)
     done = dict(action)
     completed.append(done)
@@ -300,7 +302,8 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
     planned = []
     for w in works:
         planned.extend(w.ordered_actions())
-    changes = [a for a in planned if a["action"] in MUTATING]
+    # creates that wait for a GPU reset (Ampere mode change pending) are no change of this run
+    changes = [a for a in planned if a["action"] in MUTATING and not a.get("after_reset")]
     matched = set(w.gpu["index"] for w in works)
     predicted = dict((w.gpu["index"], w.predict()) for w in works)
     changed = bool(changes)
@@ -317,7 +320,7 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
             now, read_error = _reread(nvml)
             failed = dict(h.action)
             failed["error"] = _err_text(h.error)
-            if isinstance(h.error, nvml_mod.NvmlError):
+            if isinstance(h.error, NvmlError):
                 failed["nvml_return"] = getattr(h.error, "value", None)
             seen_failed = False
             not_attempted = []

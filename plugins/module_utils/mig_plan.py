@@ -268,32 +268,38 @@ def plan_gpu(profiles, current, targets, force=False, memory_slices=None, comput
 def instances_from_gpu(gpu):
     """Group a gpu facts dict's MIG device rows (one per compute instance) into Instances.
 
-    Rows carry ``profile`` (``3g.40gb`` or ``1c.3g.40gb``), ``placement`` {start, size},
-    ``gpu_instance_id``, ``compute_instance_id`` (None for a GI without compute instance) and
-    ``busy``. Processes listed in ``gpu['processes']`` with a ``gpu_instance_id`` mark it busy too.
+    Rows carry ``profile`` (``3g.40gb`` or ``1c.3g.40gb``), optionally ``gpu_instance_profile``,
+    ``placement`` {start, size}, ``gpu_instance_id``, ``compute_slices`` (0 for a GPU instance without
+    compute instance, as gpu_state reports it) and ``busy``. Processes listed in
+    ``gpu['processes']`` with a ``gpu_instance_id`` mark that instance busy too.
     """
     busy_ids = set(p.get("gpu_instance_id") for p in gpu.get("processes") or [] if p.get("gpu_instance_id") is not None)
     groups = {}
     order = []
-    for row in gpu.get("instances") or []:
+    for n, row in enumerate(gpu.get("instances") or []):
         gid = row.get("gpu_instance_id")
-        if gid not in groups:
-            c, gi = gpu_catalog.parse_profile(row["profile"])
-            placement = row.get("placement") or {}
-            groups[gid] = {"profile": gi, "start": placement.get("start"), "size": placement.get("size"),
-                           "cis": [], "busy": gid in busy_ids, "g": None}
-            order.append(gid)
         c, gi = gpu_catalog.parse_profile(row["profile"])
-        grp = groups[gid]
+        gi = row.get("gpu_instance_profile") or gi
+        key = gid if gid is not None else ("planned", n)
+        if row.get("planned") and gid is None:
+            # predicted rows of one new GI share placement: group them by it
+            key = ("planned", gi, (row.get("placement") or {}).get("start"))
+        if key not in groups:
+            placement = row.get("placement") or {}
+            groups[key] = {"profile": gi, "start": placement.get("start"), "size": placement.get("size"),
+                           "cis": [], "busy": gid is not None and gid in busy_ids, "gid": gid}
+            order.append(key)
+        grp = groups[key]
         grp["busy"] = grp["busy"] or bool(row.get("busy"))
-        if row.get("compute_instance_id") is None and row.get("compute_slices") is None and c is None \
-                and row.get("has_compute_instance") is False:
-            continue
-        grp["cis"].append(c if c is not None else _gi_slices(gi))
+        slices = row.get("compute_slices")
+        if slices == 0:
+            continue  # a GPU instance without compute instance
+        grp["cis"].append(slices or (c if c is not None else _gi_slices(gi)))
     out = []
-    for gid in order:
-        g = groups[gid]
-        out.append(Instance(g["profile"], g["start"], g["size"], gid, tuple(sorted(g["cis"], reverse=True)), g["busy"]))
+    for key in order:
+        g = groups[key]
+        out.append(Instance(g["profile"], g["start"], g["size"], g["gid"], tuple(sorted(g["cis"], reverse=True)),
+                            g["busy"]))
     return out
 
 
