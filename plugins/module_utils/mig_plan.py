@@ -204,6 +204,59 @@ def place(targets, pmap, memory_slices, occupied=0):
     return None
 
 
+def _free_placements(pmap, memory_slices, used):
+    """How many (profile, start) placements are still free in the mask ``used``."""
+    full = (1 << memory_slices) - 1
+    n = 0
+    for p in pmap.values():
+        for s in p.placements:
+            m = _mask(s, p.memory_slices)
+            if not m & used and (m | full) == full:
+                n += 1
+    return n
+
+
+def best_place(targets, pmap, memory_slices, occupied=0, limit=20000):
+    """Like place() but, among all placements, the one that leaves the most room for later changes.
+
+    Every solution is enumerated (at most ``limit``; a GPU has 8 memory slices, so there are few) and
+    scored by the number of (profile, start) placements still free afterwards, so that new small
+    instances do not fragment the free slices (a 1g next to a 4g goes where a 2g still fits beside
+    it). Ties keep the lowest starts. None when nothing fits.
+    """
+    order = sorted(range(len(targets)), key=lambda i: (-pmap[targets[i].profile].memory_slices,
+                                                       len(pmap[targets[i].profile].placements),
+                                                       targets[i].profile, targets[i].compute_instances))
+    starts = [None] * len(targets)
+    full = (1 << memory_slices) - 1
+    best = [None, -1]
+    seen = [0]
+
+    def rec(k, used, prev_key, prev_start):
+        if seen[0] >= limit:
+            return
+        if k == len(order):
+            seen[0] += 1
+            score = _free_placements(pmap, memory_slices, used)
+            if score > best[1]:
+                best[0], best[1] = list(starts), score
+            return
+        i = order[k]
+        t = targets[i]
+        p = pmap[t.profile]
+        for s in sorted(p.placements):
+            if _key(t) == prev_key and s <= prev_start:
+                continue
+            m = _mask(s, p.memory_slices)
+            if m & used or (m | full) != full:
+                continue
+            starts[i] = s
+            rec(k + 1, used | m, _key(t), s)
+
+    rec(0, occupied, None, -1)
+    return best[0]
+
+
 def plan_gpu(profiles, current, targets, force=False, memory_slices=None, compute_slices=None, label="GPU"):
     """Plan one GPU. Returns GpuPlan(keep, destroy, create, forced).
 
@@ -248,6 +301,13 @@ def plan_gpu(profiles, current, targets, force=False, memory_slices=None, comput
     if best is None:  # cannot happen after validate_targets (keeping nothing always fits)
         raise GpuOpsError("no placement found for %s on %s" % (describe_targets(targets), label))
     _score, kept, create = best
+    occupied = 0
+    for k in kept:
+        occupied |= _mask(k.start, k.size)
+    rest = [t for t, _s in create]
+    starts = best_place(rest, pmap, memory_slices, occupied)
+    if starts is not None:
+        create = list(zip(rest, starts))
     kept_ids = set(id(k) for k in kept)
     destroy = [inst for inst in current if id(inst) not in kept_ids]
     busy = [d for d in destroy if d.busy]
