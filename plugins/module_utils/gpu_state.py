@@ -314,16 +314,16 @@ def _instances(gpu_instances, mig_map, processes):
             "gpu_instance_id": gi_id,
         }
         if not cis:
-            inst = dict(base, profile=p.name, compute_instance_id=None, compute_slices=0, uuid=None,
-                        memory_mib=p.memory_mib, busy=bool(gi_procs))
+            inst = dict(base, profile=p.name, compute_instance_id=None, compute_slices=None,
+                        has_compute_instance=False, uuid=None, memory_mib=p.memory_mib, busy=bool(gi_procs))
             out.append(inst)
             continue
         for ci_id, slices, _ci_start in cis:
             name = p.name if slices == p.compute_slices else "%dc.%s" % (slices, p.name)
             uuid = mig_map.get((gi_id, ci_id), (None, None))[0]
             busy = any(pr["compute_instance_id"] in (None, ci_id) for pr in gi_procs)
-            out.append(dict(base, profile=name, compute_instance_id=ci_id, compute_slices=slices, uuid=uuid,
-                            memory_mib=p.memory_mib, busy=busy))
+            out.append(dict(base, profile=name, compute_instance_id=ci_id, compute_slices=slices,
+                            has_compute_instance=True, uuid=uuid, memory_mib=p.memory_mib, busy=busy))
     return out
 
 
@@ -542,3 +542,20 @@ def destroy_instance(nvml, index, gpu_instance_id):
         for ci_handle in nvml.nvmlGpuInstanceGetComputeInstances(gi_handle, ci_pid):
             nvml.nvmlComputeInstanceDestroy(ci_handle)
     nvml.nvmlGpuInstanceDestroy(gi_handle)
+
+
+def gpu_info(simulator=None, diagram=True, run_command=None):
+    """The gpu_info module's result: read_host plus the backend kind and, when available, a slice diagram."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml
+
+    with open_nvml(simulator, run_command) as nvml:
+        host = read_host(nvml)
+        host["backend"] = nvml.kind
+    if diagram:
+        try:
+            from ansible_collections.gpuops.k8s.plugins.module_utils import diagram as diagram_mod
+        except ImportError:
+            diagram_mod = None
+        if diagram_mod is not None:
+            host["diagram"] = diagram_mod.render(host["gpus"])
+    return host
