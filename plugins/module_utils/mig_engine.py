@@ -35,7 +35,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
 
-MUTATING = ("enable_mig", "disable_mig", "destroy", "create")
+MUTATING = ("set_mig_mode", "destroy", "create")
 
 
 def _label(gpu):
@@ -94,11 +94,14 @@ class GpuWork(object):
                 for k in self.plan.keep]
 
     def destroy_actions(self):
+        """Busy (forced) instances first: if NVML still refuses them, nothing else on the GPU changed."""
         forced = set(id(f) for f in self.plan.forced)
+        ordered = [d for d in self.plan.destroy if id(d) in forced] + \
+            [d for d in self.plan.destroy if id(d) not in forced]
         return [self._base("destroy", profile=d.profile, placement=_placement(d.start, d.size),
                            gpu_instance_id=d.gpu_instance_id, mig_devices=self._devices(d.profile, d.compute_instances),
                            busy=d.busy, forced=id(d) in forced)
-                for d in self.plan.destroy]
+                for d in ordered]
 
     def create_actions(self):
         out = []
@@ -114,7 +117,7 @@ class GpuWork(object):
     def mode_actions(self):
         if not self.mode_action:
             return []
-        return [self._base(self.mode_action)]
+        return [self._base("set_mig_mode", enabled=self.mode_action == "enable_mig")]
 
     def ordered_actions(self):
         """keep, then the order of execution: disable = destroys then mode; enable = mode, destroys, creates."""
@@ -330,7 +333,7 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
                     continue
                 if seen_failed and not any(_same(a, c) for c in completed):
                     not_attempted.append(a)
-            details = {"changed": bool(completed), "completed": completed, "failed": failed,
+            details = {"changed": bool(completed), "completed": completed, "failed_action": failed,
                        "not_attempted": not_attempted, "actions": planned}
             if now is not None:
                 details["gpus"] = now

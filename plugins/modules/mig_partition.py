@@ -34,6 +34,8 @@ description:
     actions that completed, the one that failed and those not attempted; running it again converges.
 author:
   - gpuops.k8s contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s.nvml
 options:
   config_file:
     description:
@@ -65,17 +67,9 @@ options:
       - Without it such a plan fails before anything changes and names the busy instances.
     type: bool
     default: false
-  simulator:
-    description:
-      - Path of a simulated NVML state file (see M(gpuops.k8s.nvml_simulator)) to use instead of the real
-        NVML.
-      - Defaults to the environment variable E(GPUOPS_NVML_SIMULATOR) on the managed host; without either,
-        the real NVML (C(nvidia-ml-py)) is used.
-    type: path
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) and an NVIDIA driver providing libnvidia-ml, unless O(simulator) is used
-  - root or CAP_SYS_ADMIN to change MIG mode and create or destroy MIG instances
-  - PyYAML to read O(config_file)
+  - PyYAML for the Python running the module, to read O(config_file) (it comes with ansible-core)
+  - root or CAP_SYS_ADMIN on real GPU hosts to change MIG mode and create or destroy MIG instances
 attributes:
   check_mode:
     support: full
@@ -87,7 +81,7 @@ attributes:
     support: full
     details: A second run with the same config reports no change.
   platform:
-    platforms: posix
+    platforms: linux
   action_group:
     support: full
     membership:
@@ -163,7 +157,7 @@ RETURN = r"""
 actions:
   description:
     - The plan, in the order it is executed per GPU. V(keep) entries are instances left running;
-      V(enable_mig), V(disable_mig), V(destroy) and V(create) are changes.
+      V(set_mig_mode), V(destroy) and V(create) are changes.
     - In check mode the same list is returned and nothing is executed.
   returned: always
   type: list
@@ -178,9 +172,13 @@ actions:
       type: str
       sample: GPU-5d3a0d6e-1c1b-4c7e-9f00-3b8f1f0a4c21
     action:
-      description: V(keep), V(enable_mig), V(disable_mig), V(destroy) or V(create).
+      description: V(keep), V(set_mig_mode), V(destroy) or V(create).
       type: str
       sample: create
+    enabled:
+      description: The MIG mode requested (set_mig_mode).
+      type: bool
+      sample: true
     profile:
       description: GPU instance profile (keep, destroy, create).
       type: str
@@ -266,7 +264,7 @@ diff:
     after: {GPU-5d3a: {index: 0, mig_mode_current: true, instances: ["3g.40gb @0:4", "3g.40gb @4:4"]}}
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_engine
@@ -280,7 +278,7 @@ def main():
             config=dict(type="str"),
             layout=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
-            simulator=dict(type="path"),
+            simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
         ),
         mutually_exclusive=[("config_file", "layout")],
         required_one_of=[("config_file", "layout")],

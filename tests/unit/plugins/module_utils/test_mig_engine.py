@@ -106,7 +106,7 @@ def test_check_mode_calls_no_setter_and_predicts(tmp_path):
     r = run(path, layout(**{"3g_40gb": 1, "1g_10gb": 4}), check_mode=True, diff=True)
     assert r["changed"] and r["_calls"] == []
     assert state_text(path) == before
-    assert [a["action"] for a in r["actions"]] == ["enable_mig"] + ["create"] * 5
+    assert [a["action"] for a in r["actions"]] == ["set_mig_mode"] + ["create"] * 5
     assert r["resources"] == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1}
     uuid = r["gpus"][0]["uuid"]
     assert r["diff"]["before"][uuid]["instances"] == []
@@ -162,7 +162,7 @@ def test_disable_destroys_and_turns_mig_off(tmp_path):
     path = make_host(tmp_path, [{"model": "h100_80gb", "count": 1}, {"model": "l40s_48gb", "count": 1}], mig=[0])
     run(path, layout(**{"7g_80gb": 1}))
     r = run(path, {"layout": [{"devices": "all", "mig-enabled": False}]})
-    assert r["changed"] and [a["action"] for a in r["actions"]] == ["destroy", "disable_mig"]
+    assert r["changed"] and [a["action"] for a in r["actions"]] == ["destroy", "set_mig_mode"]
     assert r["resources"] == {"nvidia.com/gpu": 2}
     assert not r["gpus"][0]["mig_mode_current"]
     assert not run(path, {"layout": [{"devices": "all", "mig-enabled": False}]})["changed"]
@@ -233,8 +233,8 @@ def test_busy_instance_kept_and_refused_without_force(tmp_path):
     # with force the plan says so; the simulator still refuses to kill a GI with processes (IN_USE)
     with pytest.raises(GpuOpsError) as e:
         run(path, dict(layout(**{"7g_80gb": 1}), force=True))
-    assert e.value.details["failed"]["forced"] is True
-    assert e.value.details["failed"]["nvml_return"] == 19
+    assert e.value.details["failed_action"]["forced"] is True
+    assert e.value.details["failed_action"]["nvml_return"] == 19
 
 
 def test_forced_destroy_when_process_gone(tmp_path):
@@ -260,7 +260,7 @@ def test_fault_halfway_reports_and_rerun_converges(tmp_path, call):
     with pytest.raises(GpuOpsError) as e:
         run(path, target)
     d = e.value.details
-    assert "run again" in e.value.msg and d["failed"]["gpu"] == 1 and d["failed"]["error"]
+    assert "run again" in e.value.msg and d["failed_action"]["gpu"] == 1 and d["failed_action"]["error"]
     assert d["changed"] is True and d["completed"]  # GPU 0 was done before
     # the report is accurate: it matches a fresh read of the GPUs
     with nvml.open_nvml(path) as backend:
@@ -280,11 +280,11 @@ def test_fault_in_set_mig_mode(tmp_path):
     with pytest.raises(GpuOpsError) as e:
         run(path, layout(**{"7g_80gb": 1}))
     d = e.value.details
-    assert d["failed"]["action"] == "enable_mig" and d["gpus"][0]["mig_mode_current"] is True
+    assert d["failed_action"]["action"] == "set_mig_mode" and d["failed_action"]["enabled"] and d["gpus"][0]["mig_mode_current"] is True
     assert not d["gpus"][1]["mig_mode_current"]
-    assert [a["action"] for a in d["completed"]] == ["enable_mig", "create"]
+    assert [a["action"] for a in d["completed"]] == ["set_mig_mode", "create"]
     r = run(path, layout(**{"7g_80gb": 1}))
-    assert [a["action"] for a in r["actions"] if a["action"] != "keep"] == ["enable_mig", "create"]
+    assert [a["action"] for a in r["actions"] if a["action"] != "keep"] == ["set_mig_mode", "create"]
 
 
 # ---------------------------------------------------------------- property: any layout to any layout, through NVML
