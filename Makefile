@@ -36,7 +36,7 @@ collections:
 	@hack/install-collections.sh $(COLLECTIONS_ROOT)
 
 demo: venv collections
-	ansible-playbook -i inventories/sim playbooks/demo_mig.yml
+	ansible-playbook -i inventories/sim/hosts.yml playbooks/demo_mig.yml
 
 test: venv collections
 	@set -e; for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
