@@ -132,7 +132,7 @@ def apply_ours(path, mig_devices):
 
 
 def _device_counts(gpu):
-    return Counter(r["profile"] for r in gpu["instances"] if r.get("compute_slices") != 0)
+    return Counter(r["profile"] for r in gpu["instances"] if mig_plan.row_is_mig_device(r))
 
 
 def _target_devices(targets, pmap):

@@ -192,9 +192,13 @@ def plan_host(nvml, gpus, entries, force=False):
             err.update(e.details)
             errors.append(err)
     if errors:
-        details = {"errors": errors}
-        if len(errors) == 1:
-            details.update(dict((k, v) for k, v in errors[0].items() if k not in ("msg",)))
+        details = {"errors": errors, "changed": False}
+        # details every failing GPU shares (valid_profiles of one model, ...) also at the top
+        for k, v in errors[0].items():
+            if k == "msg" or (len(errors) > 1 and k in ("gpu", "uuid")):
+                continue
+            if all(e.get(k) == v for e in errors):
+                details[k] = v
         raise GpuOpsError("invalid MIG layout, nothing was changed: %s" % "; ".join(e["msg"] for e in errors),
                           **details)
     return works
@@ -206,7 +210,7 @@ def resources(gpus, strategy="mixed"):
     for gpu in gpus:
         if gpu.get("mig_capable") and gpu.get("mig_mode_current"):
             for row in gpu.get("instances") or []:
-                if row.get("compute_slices") == 0:
+                if not mig_plan.row_is_mig_device(row):
                     continue  # a GPU instance without compute instance is no device
                 out[gpu_catalog.resource_name(row["profile"], strategy)] += 1
         else:

@@ -337,3 +337,19 @@ def test_any_layout_to_any_layout_on_the_simulator(tmp_path_factory, data, model
 def test_result_is_json_serialisable(tmp_path):
     path = make_host(tmp_path, [{"model": "h100_80gb", "count": 1}])
     json.dumps(run(path, layout(**{"1g_10gb": 7}), diff=True))
+
+
+def test_gpu_instance_without_compute_instance_is_replaced(tmp_path):
+    """A GI left without CI (e.g. by a crash between the two NVML calls) is no MIG device: the next run
+    replaces it, and the resources do not count it."""
+    path = make_host(tmp_path, [{"model": "h100_80gb", "count": 1}], mig=[0])
+    with nvml.open_nvml(path) as backend:
+        handle = backend.nvmlDeviceGetHandleByIndex(0)
+        info = backend.nvmlDeviceGetGpuInstanceProfileInfo(handle, gpu_catalog.GI_PROFILE_3_SLICE)
+        backend.nvmlDeviceCreateGpuInstanceWithPlacement(handle, info.id, {"start": 4, "size": 4})
+    r = run(path, layout(**{"3g_40gb": 1}), check_mode=True)
+    assert [a["action"] for a in r["actions"]] == ["destroy", "create"]
+    assert r["actions"][0]["mig_devices"] == []
+    r = run(path, layout(**{"3g_40gb": 1}))
+    assert r["resources"] == {"nvidia.com/mig-3g.40gb": 1}
+    assert not run(path, layout(**{"3g_40gb": 1}))["changed"]
