@@ -158,9 +158,9 @@ def _needs_reset(gpu):
     return bool(model and gpu_catalog.mig_mode_needs_reset(model))
 
 
-def plan_host(nvml, gpus, entries, force=False):
+def plan_host(nvml, gpus, entries, force=False, skipped=None):
     """Validate and plan every GPU the config matches. Raises GpuOpsError listing every problem."""
-    desired = mig_config.resolve(entries, gpus)
+    desired = mig_config.resolve(entries, gpus, skipped)
     works = []
     errors = []
     for gpu in gpus:
@@ -208,6 +208,8 @@ def resources(gpus, strategy="mixed"):
     """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy)."""
     out = Counter()
     for gpu in gpus:
+        if gpu.get("lost"):
+            continue
         if gpu.get("mig_capable") and gpu.get("mig_mode_current"):
             for row in gpu.get("instances") or []:
                 if not mig_plan.row_is_mig_device(row):
@@ -305,7 +307,8 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
     entries = mig_config.entries_from_params(params)
     force = bool(params.get("force"))
     before = gpu_state.read_host(nvml)["gpus"]
-    works = plan_host(nvml, before, entries, force=force)
+    skipped = []
+    works = plan_host(nvml, before, entries, force=force, skipped=skipped)
     planned = []
     for w in works:
         planned.extend(w.ordered_actions())
@@ -369,6 +372,7 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
         "actions": planned,
         "reset_required": bool(waiting),
         "reset_required_gpus": sorted(waiting),
+        "skipped": skipped,
         "resources": resources(after),
         "diagram": diagram.render(after),
     }

@@ -241,6 +241,12 @@ reset_required_gpus:
   type: list
   elements: int
   sample: []
+skipped:
+  description: GPUs the config matched that cannot be partitioned (no MIG support, or lost), with the reason.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{index: 4, uuid: GPU-1b2c3d4e-5f60-4718-92a3-b4c5d6e7f809, name: NVIDIA L40S, reason: MIG not supported}]
 resources:
   description:
     - Kubernetes extended resources the NVIDIA device plugin advertises for this host with the mixed MIG

@@ -353,3 +353,17 @@ def test_gpu_instance_without_compute_instance_is_replaced(tmp_path):
     r = run(path, layout(**{"3g_40gb": 1}))
     assert r["resources"] == {"nvidia.com/mig-3g.40gb": 1}
     assert not run(path, layout(**{"3g_40gb": 1}))["changed"]
+
+
+def test_lost_gpu_is_skipped_and_others_partitioned(tmp_path):
+    path = make_host(tmp_path, [{"model": "h100_80gb", "count": 2}], mig=[0, 1])
+    state = nvml_sim.load_state(path)
+    state["gpus"][1]["health"]["lost"] = True
+    nvml_sim.save_state(path, state)
+    r = run(path, layout(**{"7g_80gb": 1}))
+    assert r["skipped"] == [{"index": 1, "uuid": None, "name": None, "reason": "GPU is lost (fell off the bus)"}]
+    assert r["resources"] == {"nvidia.com/mig-7g.80gb": 1}
+    assert r["diagram"][1].endswith("[ GPU lost ]")
+    with pytest.raises(GpuOpsError) as e:
+        run(path, {"layout": [{"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]})
+    assert "lost" in e.value.msg
