@@ -77,6 +77,13 @@ class GpuWork(object):
         self.plan = plan
         self.mode_action = mode_action  # None, "enable_mig" or "disable_mig"
         self.deferred = deferred  # creates wait for a GPU reset (Ampere mode change)
+        self._memo = {}
+
+    def _once(self, kind, build):
+        # the same action dicts are reported and executed (execution fills in gpu_instance_id)
+        if kind not in self._memo:
+            self._memo[kind] = build()
+        return self._memo[kind]
 
     def _base(self, action, **kw):
         out = {"gpu": self.gpu["index"], "uuid": self.gpu.get("uuid"), "action": action}
@@ -88,12 +95,24 @@ class GpuWork(object):
         return mig_plan.mig_device_names(profile, cis, p.compute_slices if p else mig_plan._gi_slices(profile))
 
     def keep_actions(self):
+        return self._once("keep", self._keep_actions)
+
+    def destroy_actions(self):
+        return self._once("destroy", self._destroy_actions)
+
+    def create_actions(self):
+        return self._once("create", self._create_actions)
+
+    def mode_actions(self):
+        return self._once("mode", self._mode_actions)
+
+    def _keep_actions(self):
         return [self._base("keep", profile=k.profile, placement=_placement(k.start, k.size),
                            gpu_instance_id=k.gpu_instance_id, mig_devices=self._devices(k.profile, k.compute_instances),
                            busy=k.busy)
                 for k in self.plan.keep]
 
-    def destroy_actions(self):
+    def _destroy_actions(self):
         """Busy (forced) instances first: if NVML still refuses them, nothing else on the GPU changed."""
         forced = set(id(f) for f in self.plan.forced)
         ordered = [d for d in self.plan.destroy if id(d) in forced] + \
@@ -103,7 +122,7 @@ class GpuWork(object):
                            busy=d.busy, forced=id(d) in forced)
                 for d in ordered]
 
-    def create_actions(self):
+    def _create_actions(self):
         out = []
         for t, start in self.plan.create:
             p = self.pmap[t.profile]
@@ -114,7 +133,7 @@ class GpuWork(object):
             out.append(a)
         return out
 
-    def mode_actions(self):
+    def _mode_actions(self):
         if not self.mode_action:
             return []
         return [self._base("set_mig_mode", enabled=self.mode_action == "enable_mig")]
@@ -275,7 +294,6 @@ def _apply(nvml, works, completed):
         for a in w.destroy_actions():
             _run(a, completed, gpu_state.destroy_instance, nvml, idx, a["gpu_instance_id"])
         for a in w.create_actions():
-            a.pop("after_reset", None)
             p = w.pmap[a["profile"]]
             made = _run(a, completed, gpu_state.create_instance, nvml, idx, p, a["placement"]["start"],
                         list(a["compute_instances"]))
@@ -291,8 +309,7 @@ def _run(action, completed, fn, *args):
         out = fn(*args)
     except GpuOpsError as e:
         raise _Halt(action, e)
-    done = dict(action)
-    completed.append(done)
+    completed.append(action)
     return out
 
 
@@ -332,14 +349,13 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
             failed["error"] = _err_text(h.error)
             if isinstance(h.error, NvmlError):
                 failed["nvml_return"] = getattr(h.error, "value", None)
-            seen_failed = False
-            not_attempted = []
-            for a in changes:
-                if _same(a, h.action):
-                    seen_failed = True
-                    continue
-                if seen_failed and not any(_same(a, c) for c in completed):
-                    not_attempted.append(a)
+            if getattr(h.error, "details", None):
+                failed["error_details"] = dict(h.error.details)  # e.g. rolled_back of a half-made instance
+            done_ids = set(id(a) for a in completed)
+            position = [i for i, a in enumerate(changes) if a is h.action]
+            later = changes[position[0] + 1:] if position else []
+            not_attempted = [dict(a) for a in later if id(a) not in done_ids]
+            completed = [dict(a) for a in completed]
             details = {"changed": bool(completed), "completed": completed, "failed_action": failed,
                        "not_attempted": not_attempted, "actions": planned}
             if now is not None:
@@ -380,7 +396,3 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
         result["diff"] = _diff(before, after, matched)
     return result
 
-
-def _same(a, b):
-    keys = ("gpu", "action", "profile", "placement", "gpu_instance_id")
-    return all(a.get(k) == b.get(k) for k in keys)

@@ -95,6 +95,7 @@ def test_hopper_applies_at_once_and_rerun_is_unchanged(tmp_path):
     assert r["resources"] == {"nvidia.com/mig-1g.10gb": 14}
     assert profiles_of(r, 0) == ["1g.10gb"] * 7
     assert "1g.10gb |1g.10gb" in r["diagram"][0]
+    assert all(isinstance(a["gpu_instance_id"], int) for a in r["actions"] if a["action"] == "create")
     again = run(path, layout(**{"1g_10gb": 7}))
     assert not again["changed"] and again["_calls"] == []
     assert [a["action"] for a in again["actions"]] == ["keep"] * 14
@@ -262,6 +263,11 @@ def test_fault_halfway_reports_and_rerun_converges(tmp_path, call):
     d = e.value.details
     assert "run again" in e.value.msg and d["failed_action"]["gpu"] == 1 and d["failed_action"]["error"]
     assert d["changed"] is True and d["completed"]  # GPU 0 was done before
+    if call == "nvmlGpuInstanceCreateComputeInstance":
+        assert d["failed_action"]["error_details"]["rolled_back"] is True
+    # completed creates carry the id NVML gave the new instance
+    made = [a for a in d["completed"] if a["action"] == "create"]
+    assert made and all(isinstance(a["gpu_instance_id"], int) for a in made)
     # the report is accurate: it matches a fresh read of the GPUs
     with nvml.open_nvml(path) as backend:
         from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
