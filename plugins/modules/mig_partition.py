@@ -39,7 +39,7 @@ extends_documentation_fragment:
 options:
   config_file:
     description:
-      - Path, on the managed host, of a mig-parted v1 config file (C(version: v1), C(mig-configs)).
+      - Path, on the managed host, of a mig-parted v1 config file (with C(version) V(v1) and C(mig-configs)).
       - Mutually exclusive with O(layout).
     type: path
   config:
@@ -65,6 +65,9 @@ options:
     description:
       - Destroy MIG instances that have running processes when the target layout needs them gone.
       - Without it such a plan fails before anything changes and names the busy instances.
+      - With it the plan includes those destroys (marked RV(actions[].forced) and run first on their GPU). NVML
+        itself still refuses to destroy an instance while processes hold it (C(NVML_ERROR_IN_USE)); the module
+        then stops with the report described in the notes. Stop the workloads (drain the node) first.
     type: bool
     default: false
 requirements:
@@ -91,6 +94,11 @@ notes:
     or a reboot handler when RV(reset_required) is true.
   - Stop GPU clients such as the device plugin, DCGM and dcgm-exporter before changing MIG mode; changing
     instances only needs the affected instances to be idle.
+  - When an NVML call fails halfway the module fails with C(gpus), C(resources) and C(diagram) read again after the
+    failure, C(completed) (the actions done), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
+    C(not_attempted) and C(changed=true) if anything was done. Running the task again converges.
+  - Invalid input fails before anything changes with C(errors) (one per GPU, with C(gpu) and C(msg)) and, where they
+    apply, C(valid_profiles), C(valid_configs), C(max_instances) or C(busy_instances).
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_mode
