@@ -291,10 +291,10 @@ def main():
         for n, (model, name, start, target) in enumerate(TRANSITIONS, 1):
             r = run_transition(tmp, model, start, target)
             rows.append((n, model, name, r))
-        head = "%-3s %-11s %-38s | %-22s | %-29s" % ("#", "GPU", "transition", "gpuops.k8s plan",
-                                                     "mig-parted flush-and-recreate")
-        sub = "%-3s %-11s %-38s | %5s %9s %6s | %5s %6s %9s %6s" % ("", "", "", "calls", "destroyed", "again",
-                                                                     "calls", "ideal", "destroyed", "again")
+        head = "%-3s %-11s %-38s | %-22s | %-29s" % (
+            "#", "GPU", "transition", "gpuops.k8s plan", "mig-parted flush-and-recreate")
+        sub = "%-3s %-11s %-38s | %5s %9s %6s | %5s %6s %9s %6s" % (
+            "", "", "", "calls", "destroyed", "again", "calls", "ideal", "destroyed", "again")
         print(head)
         print(sub)
         print("-" * len(sub))

@@ -395,4 +395,3 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
     if diff:
         result["diff"] = _diff(before, after, matched)
     return result
-

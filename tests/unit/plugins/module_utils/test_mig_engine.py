@@ -111,8 +111,8 @@ def test_check_mode_calls_no_setter_and_predicts(tmp_path):
     assert r["resources"] == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1}
     uuid = r["gpus"][0]["uuid"]
     assert r["diff"]["before"][uuid]["instances"] == []
-    assert r["diff"]["after"][uuid]["instances"] == ["1g.10gb @0:1", "1g.10gb @1:1", "1g.10gb @2:1",
-                                                    "1g.10gb @3:1", "3g.40gb @4:4"]
+    assert r["diff"]["after"][uuid]["instances"] == [
+        "1g.10gb @0:1", "1g.10gb @1:1", "1g.10gb @2:1", "1g.10gb @3:1", "3g.40gb @4:4"]
     # the real run does what check mode said
     real = run(path, layout(**{"3g_40gb": 1, "1g_10gb": 4}), diff=True)
     assert real["diff"]["after"] == r["diff"]["after"]
