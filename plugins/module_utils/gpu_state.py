@@ -127,6 +127,16 @@ def _live_name(info, constant, total_mib):
                                         suffix=cat.CONSTANT_SUFFIX.get(constant, ""))
 
 
+def _gi_profile_info(nvml, handle, const):
+    """v2 profile info (with name); v1 on drivers without nvmlDeviceGetGpuInstanceProfileInfoV."""
+    try:
+        return nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, const)
+    except NvmlError as e:
+        if e.value != FUNCTION_NOT_FOUND:
+            raise
+    return nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, const, 1)
+
+
 def live_profiles(nvml, index):
     """The GPU instance profiles of GPU ``index`` as GiProfile tuples with NVML's live values.
 
@@ -149,7 +159,7 @@ def live_profiles(nvml, index):
     live = True
     for const in constants:
         try:
-            info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, const)
+            info = _gi_profile_info(nvml, handle, const)
         except NvmlError as e:
             if e.value in (NOT_SUPPORTED, INVALID_ARGUMENT):
                 if not current:

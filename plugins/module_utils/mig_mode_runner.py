@@ -127,7 +127,11 @@ def run_mig_mode(nvml, params, check_mode=False):
     reset = bool(params.get("reset"))
     host = gpu_state.read_host(nvml)
     gpus = host["gpus"]
-    targets, skipped = resolve_devices(gpus, params.get("devices", "all"))
+    try:
+        targets, skipped = resolve_devices(gpus, params.get("devices", "all"))
+    except GpuOpsError as e:
+        e.details.setdefault("gpus", gpus)
+        raise
     steps, errors = plan(gpus, targets, enabled, reset)
     if errors:
         raise GpuOpsError("; ".join(errors), gpus=gpus, skipped=skipped)

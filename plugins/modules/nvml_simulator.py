@@ -11,7 +11,7 @@ short_description: Create and change a simulated GPU host for the NVML modules
 version_added: "1.0.0"
 author: gpuops.k8s contributors (@gpuops)
 description:
-  - Writes the JSON state file of the NVML simulator: a host with the given GPUs, driver version, running
+  - Writes the JSON state file of the NVML simulator, a host with the given GPUs, driver version, running
     processes, health readings and injected NVML faults. Every module of the C(gpuops.k8s.nvml) action group
     reads and changes it when its C(simulator) option (or E(GPUOPS_NVML_SIMULATOR)) points at the file.
   - The simulator obeys real MIG rules taken from the collection's GPU catalog (profiles per model, maximum
@@ -156,7 +156,7 @@ options:
         type: bool
   reboot:
     description:
-      - Simulate a host reboot before O(processes), O(faults) and O(health) apply: pending MIG modes take effect on Ampere,
+      - Simulate a host reboot before O(processes), O(faults) and O(health) apply. Pending MIG modes take effect on Ampere,
         MIG mode is lost on Hopper and newer, all MIG instances and processes are gone, volatile ECC counters
         and non-persistent settings go back to their defaults.
       - Always reports a change.
@@ -180,9 +180,12 @@ attributes:
     description: Before and after summary of the simulated host (GPUs, MIG mode, instances, processes, health, faults).
   idempotent:
     support: partial
+    description: Idempotent except for the options that are events.
     details: O(reboot=true) and O(reset=true) always change the host; everything else is idempotent.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX host; writes a JSON file.
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_mode
