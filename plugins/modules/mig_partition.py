@@ -76,17 +76,20 @@ requirements:
 attributes:
   check_mode:
     support: full
-    details: Returns the planned RV(actions) and the predicted layout without calling any NVML setter.
+    description: Returns the planned RV(actions) and the predicted layout without calling any NVML setter.
   diff_mode:
     support: full
-    details: Shows MIG mode and instances (profile and placement) before and after, per GPU uuid.
+    description: MIG mode and instances (profile and placement) before and after, per GPU UUID.
   idempotent:
     support: full
-    details: A second run with the same config reports no change.
+    description: A second run with the same config reports no change (every action V(keep)).
   platform:
+    support: full
     platforms: linux
+    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
   action_group:
     support: full
+    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
     membership:
       - gpuops.k8s.nvml
 notes:
