@@ -388,7 +388,7 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
         "actions": planned,
         "reset_required": bool(waiting),
         "reset_required_gpus": sorted(waiting),
-        "skipped": skipped,
+        "skipped_gpus": skipped,
         "resources": resources(after),
         "diagram": diagram.render(after),
     }

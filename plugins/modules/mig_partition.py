@@ -252,7 +252,7 @@ reset_required_gpus:
   type: list
   elements: int
   sample: []
-skipped:
+skipped_gpus:
   description: GPUs the config matched that cannot be partitioned (no MIG support, or lost), with the reason.
   returned: always
   type: list

@@ -367,7 +367,7 @@ def test_lost_gpu_is_skipped_and_others_partitioned(tmp_path):
     state["gpus"][1]["health"]["lost"] = True
     nvml_sim.save_state(path, state)
     r = run(path, layout(**{"7g_80gb": 1}))
-    assert r["skipped"] == [{"index": 1, "uuid": None, "name": None, "reason": "GPU is lost (fell off the bus)"}]
+    assert r["skipped_gpus"] == [{"index": 1, "uuid": None, "name": None, "reason": "GPU is lost (fell off the bus)"}]
     assert r["resources"] == {"nvidia.com/mig-7g.80gb": 1}
     assert r["diagram"][1].endswith("[ GPU lost ]")
     with pytest.raises(GpuOpsError) as e:
