@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -26,7 +25,7 @@ destroys; the "destroyed" column shows the rest.
 Finally the time of one gpu_info read (``nvmlInit`` + ``gpu_state.read_host`` + ``nvmlShutdown``,
 what the module does inside Ansible) on an 8-GPU simulated host.
 
-Run: ``make bench`` (or ``python benchmarks/mig_transitions.py`` with the collection importable).
+Run: ``make bench`` (or ``python3 benchmarks/mig_transitions.py``).
 """
 
 from __future__ import annotations
@@ -261,7 +260,7 @@ def time_gpu_info(tmp, repeat=20):
     new_host(path, A100, 8)
     apply_ours(path, {"1g.10gb": 7})
     samples = []
-    for _ in range(repeat):
+    for dummy in range(repeat):
         t0 = time.perf_counter()
         with nvml.open_nvml(path) as backend:
             host = gpu_state.read_host(backend)
@@ -274,7 +273,7 @@ def time_gpu_info(tmp, repeat=20):
         json.dump({"ANSIBLE_MODULE_ARGS": {"simulator": path}}, f)
     env = dict(os.environ, PYTHONPATH=_root)
     procs = []
-    for _ in range(5):
+    for dummy in range(5):
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "ansible_collections.gpuops.k8s.plugins.modules.gpu_info", args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=True)

@@ -273,7 +273,7 @@ diagram:
   sample:
     - "GPU0 a100_80gb [3g.40gb                            |2g.20gb          |1g.10gb |1g.10gb ]  7/7 compute"
 diff:
-  description: MIG mode and instances before and after, keyed by GPU uuid (with O(diff)).
+  description: MIG mode and instances before and after, keyed by GPU uuid (in diff mode).
   returned: when diff mode is on
   type: dict
   sample:

@@ -303,7 +303,7 @@ MODELS = ["a100_80gb", "a100_40gb", "h100_80gb", "h200_141gb", "a30_24gb", "h100
 def mig_devices(draw, model):
     pmap = mig_plan.profile_map(model.profiles)
     counts = {}
-    for _ in range(draw(st.integers(0, 6))):
+    for dummy in range(draw(st.integers(0, 6))):
         p = draw(st.sampled_from(model.profiles))
         trial = dict(counts)
         trial[p.name] = trial.get(p.name, 0) + 1

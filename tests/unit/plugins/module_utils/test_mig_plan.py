@@ -211,7 +211,7 @@ def layouts(draw, model, base=None):
     for i in out:
         used |= ((1 << i.size) - 1) << i.start
     gid = max([i.gpu_instance_id for i in out] + [0]) + 1
-    for _ in range(draw(st.integers(0, 8))):
+    for dummy in range(draw(st.integers(0, 8))):
         p = draw(st.sampled_from(model.profiles))
         counts = Counter(i.profile for i in out)
         compute = sum(pmap[i.profile].compute_slices for i in out)
@@ -224,7 +224,7 @@ def layouts(draw, model, base=None):
         s = draw(st.sampled_from(free))
         cis = (p.compute_slices,)
         if p.compute_slices > 1 and draw(st.booleans()):
-            c = draw(st.sampled_from([o for o in gpu_catalog.ci_slice_options(p.compute_slices)]))
+            c = draw(st.sampled_from(list(gpu_catalog.ci_slice_options(p.compute_slices))))
             cis = tuple([c] * (p.compute_slices // c))
         out.append(mp.Instance(p.name, s, p.memory_slices, gid, cis, draw(st.booleans())))
         used |= ((1 << p.memory_slices) - 1) << s
