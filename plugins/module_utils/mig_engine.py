@@ -205,6 +205,12 @@ def plan_host(nvml, gpus, entries, force=False, skipped=None):
                 deferred = False
             plan = mig_plan.plan_gpu(profiles, current, targets, force=force, memory_slices=memory_slices,
                                      compute_slices=compute_slices, label=label)
+            pids = sorted(set(p.get("pid") for p in gpu.get("processes") or []))
+            if mode_action and pids:
+                # NVML refuses a MIG mode change while processes use the GPU (IN_USE): say so up front
+                raise GpuOpsError("%s: MIG mode cannot be %s while processes run on the GPU (PIDs %s); stop them "
+                                  "first" % (label, "enabled" if mode_action == "enable_mig" else "disabled",
+                                             ", ".join(str(p) for p in pids)), pids=pids)
             works.append(GpuWork(gpu, d, profiles, plan, mode_action, deferred))
         except GpuOpsError as e:
             err = {"gpu": gpu["index"], "uuid": gpu.get("uuid"), "msg": e.msg}

@@ -373,3 +373,15 @@ def test_lost_gpu_is_skipped_and_others_partitioned(tmp_path):
     with pytest.raises(GpuOpsError) as e:
         run(path, {"layout": [{"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]})
     assert "lost" in e.value.msg
+
+
+def test_mode_change_on_a_gpu_with_processes_refused_up_front(tmp_path):
+    path = make_host(tmp_path, [{"model": "h100_80gb", "count": 2}])
+    state = nvml_sim.load_state(path)
+    state["gpus"][1]["processes"].append({"pid": 777, "name": "python"})
+    nvml_sim.save_state(path, state)
+    before = state_text(path)
+    with pytest.raises(GpuOpsError) as e:
+        run(path, layout(**{"7g_80gb": 1}))
+    assert "GPU 1" in e.value.msg and "777" in e.value.msg and e.value.details["pids"] == [777]
+    assert state_text(path) == before  # GPU 0 was not changed either
