@@ -38,10 +38,14 @@ attributes:
     description: Nothing changes, so there is nothing to diff.
   idempotent:
     support: full
+    description: A second run with the same options reports no change.
   platform:
+    support: full
     platforms: linux
+    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
   action_group:
     support: full
+    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
     membership:
       - gpuops.k8s.nvml
 seealso:
