@@ -102,7 +102,7 @@ gpus:
     index: {description: NVML index., type: int, returned: always, sample: 0}
     uuid: {description: GPU UUID., type: str, returned: always, sample: GPU-5a4c2e1d-0b7f-4f1e-9d7c-2a1f0e6b3c44}
     name: {description: NVML name., type: str, returned: always, sample: NVIDIA A100-SXM4-80GB}
-    model: {description: Catalog key of the model, null when unknown., type: str, returned: always, sample: a100_80gb}
+    model: {description: Catalog key of the model (null when unknown)., type: str, returned: always, sample: a100_80gb}
     pci_device_id: {description: PCI device id., type: str, returned: always, sample: "0x20B2"}
     pci_bus_id: {description: PCI bus id., type: str, returned: always, sample: "00000000:07:00.0"}
     memory_total_mib: {description: Framebuffer memory in MiB., type: int, returned: always, sample: 81920}
