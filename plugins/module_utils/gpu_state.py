@@ -567,5 +567,6 @@ def gpu_info(simulator=None, diagram=True, run_command=None):
         except ImportError:
             diagram_mod = None
         if diagram_mod is not None:
-            host["diagram"] = diagram_mod.render(host["gpus"])
+            lines = diagram_mod.render(host["gpus"])
+            host["diagram"] = lines.splitlines() if isinstance(lines, str) else list(lines)
     return host

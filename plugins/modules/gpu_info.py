@@ -89,10 +89,12 @@ backend:
   type: str
   sample: simulator
 diagram:
-  description: Text picture of the memory slices of every GPU and the MIG instances on them (one line per GPU).
+  description: Text picture of the memory slices of every GPU and the MIG instances on them, one line per GPU.
   returned: when O(diagram=true) and the slice diagram renderer is part of the collection
-  type: str
-  sample: "GPU0 a100_80gb  [3g.40gb                          |1g.10gb |   ·    |   ·    |   ·    ]  4/7 compute"
+  type: list
+  elements: str
+  sample: ["GPU0 h100_80gb [4g.40gb                            |3g.40gb 3x1c                       ]  7/7 compute",
+           "GPU1 l40s_48gb [ full GPU (MIG not supported) ]"]
 gpus:
   description: One entry per GPU, by NVML index.
   returned: success

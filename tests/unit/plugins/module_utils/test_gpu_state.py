@@ -229,3 +229,18 @@ def test_old_driver_without_v2_profile_info_uses_v1_and_the_naming_rule(host, mo
         names = [p.name for p in gpu_state.live_profiles(nv, 0)]
     assert names == [p.name for p in cat.CATALOG["a100_80gb"].profiles]
     assert 1 in versions and 2 in versions
+
+
+@pytest.mark.parametrize("rendered", ["GPU0 a\nGPU1 b", ["GPU0 a", "GPU1 b"]])
+def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
+    import sys
+    import types
+    fake = types.ModuleType("diagram")
+    seen = []
+    fake.render = lambda gpus: seen.append(len(gpus)) or rendered
+    monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.diagram", fake)
+    import ansible_collections.gpuops.k8s.plugins.module_utils as mu
+    monkeypatch.setattr(mu, "diagram", fake, raising=False)
+    info = gpu_state.gpu_info(host)
+    assert info["diagram"] == ["GPU0 a", "GPU1 b"] and seen == [3]
+    assert "diagram" not in gpu_state.gpu_info(host, diagram=False)
