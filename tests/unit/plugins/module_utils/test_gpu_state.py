@@ -244,3 +244,12 @@ def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
     info = gpu_state.gpu_info(host)
     assert info["diagram"] == ["GPU0 a", "GPU1 b"] and seen == [3]
     assert "diagram" not in gpu_state.gpu_info(host, diagram=False)
+
+
+def test_create_on_a_gpu_whose_mig_mode_is_pending_says_so(host):
+    with open_nvml(host) as nv:
+        gpu_state.set_mig_mode(nv, 0, True)
+        with pytest.raises(NvmlError) as e:
+            gpu_state.create_instance(nv, 0, "1g.10gb", 0)
+    assert e.value.value == 3
+    assert "MIG mode is not enabled (current: off, pending: on)" in e.value.msg and "reset" in e.value.msg
