@@ -21,7 +21,9 @@ jobs="${GPUOPS_K8S_BUILD_JOBS:-2}"
 
 # component -> wrapper dir, binaries, stamp source
 stamp_of() { # the wrapper's pinned state: a rebuild is needed when it changes
-  cat "$here/versions.env" "$here/$1/go.mod" "$here/$1/go.sum" "$here/$1"/*.go 2>/dev/null | sha256sum | cut -c1-16
+  local f files=("$here/versions.env" "$here/$1/go.mod" "$here/$1/go.sum")
+  for f in "$here/$1"/*.go; do [[ -e "$f" ]] && files+=("$f"); done
+  cat "${files[@]}" | sha256sum | cut -c1-16
 }
 binaries_of() {
   case "$1" in

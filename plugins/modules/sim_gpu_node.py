@@ -24,7 +24,7 @@ description:
     resources and labels are removed, input labels such as C(nvidia.com/mig.config) are never touched.
   - Labels are patched on the Node; capacity and allocatable through the C(nodes/status) subresource, which
     M(kubernetes.core.k8s) cannot write. Connection options are those of kubernetes.core.
-  - Only meant for kwok nodes: O(state=absent) refuses to delete a node without the
+  - Only meant for kwok nodes; O(state=absent) refuses to delete a node without the
     C(kwok.x-k8s.io/node=fake) annotation.
 author: gpuops.k8s contributors
 extends_documentation_fragment:
