@@ -26,15 +26,20 @@ description:
     M(kubernetes.core.k8s) cannot write. Connection options are those of kubernetes.core.
   - Only meant for kwok nodes; O(state=absent) refuses to delete a node without the
     C(kwok.x-k8s.io/node=fake) annotation.
-author: gpuops.k8s contributors
+author:
+  - gpuops.k8s contributors (@gpuops)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: all
 options:
   name:
@@ -48,8 +53,8 @@ options:
     default: present
   gpus:
     description:
-      - The host's GPUs as in C(gpuops_sim_gpus), a list of O(gpus[].model) (catalog key, NVML name or PCI device
-        id) and O(gpus[].count).
+      - The host's GPUs as in C(gpuops_sim_gpus), a list of C(model) (catalog key, NVML name or PCI device
+        id) and C(count).
       - Required with O(state=present) unless O(gpu_facts) is given.
     type: list
     elements: dict
