@@ -464,21 +464,24 @@ class LocalCluster(object):
         """Stop the processes we started (by PID) and remove everything but the logs."""
         pids = self.state.get("pids", {})
         alive = [c for c in reversed(COMPONENTS) if self._alive(c)]
-        for c in alive:
-            try:
-                os.kill(pids[c], signal.SIGTERM)
-            except OSError:
-                pass
-        deadline = time.time() + timeout
-        for c in alive:
-            while time.time() < deadline and self._alive(c) and not self._reaped(pids[c]):
-                time.sleep(0.1)
-            if self._alive(c) and not self._reaped(pids[c]):
+        # clients first, then the API server (it needs etcd to shut down cleanly), then etcd
+        for group in (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",)):
+            members = [c for c in group if c in alive]
+            for c in members:
                 try:
-                    os.kill(pids[c], signal.SIGKILL)
+                    os.kill(pids[c], signal.SIGTERM)
                 except OSError:
                     pass
-                self._reaped(pids[c], block=True)
+            deadline = time.time() + timeout
+            for c in members:
+                while time.time() < deadline and self._alive(c) and not self._reaped(pids[c]):
+                    time.sleep(0.1)
+                if self._alive(c) and not self._reaped(pids[c]):
+                    try:
+                        os.kill(pids[c], signal.SIGKILL)
+                    except OSError:
+                        pass
+                    self._reaped(pids[c], block=True)
         for name in os.listdir(self.state_dir) if os.path.isdir(self.state_dir) else []:
             if keep_logs and name == "logs":
                 continue
