@@ -44,9 +44,9 @@ case "${1:-}" in
   --bin-dir) echo "$bin"; exit 0 ;;
   --check)
     missing=""
-    command -v go >/dev/null || { echo "hack/k8s/build.sh: Go is not installed (need go >= 1.26)" >&2; exit 1; }
     for c in $COMPONENTS; do is_built "$c" || missing="$missing $(binaries_of "$c")"; done
     if [[ -n "$missing" ]]; then
+      command -v go >/dev/null || missing="$missing (and Go, needed to build them, is not installed)"
       echo "hack/k8s/build.sh: not built in $bin:$missing (run: make k8s-build)" >&2; exit 1
     fi
     echo "$bin"; exit 0 ;;
