@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Warm start and stop time of the local control plane (binaries already built).
 
     .venv/bin/python benchmarks/cluster_start.py [runs]

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real local Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager,
@@ -47,7 +46,8 @@ def bin_dir(check=True):
     if not os.path.exists(BUILD_SCRIPT):
         raise ClusterError("%s is missing" % BUILD_SCRIPT)
     args = [BUILD_SCRIPT, "--check" if check else "--bin-dir"]
-    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                          check=False)
     if proc.returncode != 0:
         raise ClusterError(proc.stderr.strip() or proc.stdout.strip() or "hack/k8s/build.sh --check failed")
     return proc.stdout.strip().splitlines()[-1]
@@ -74,7 +74,7 @@ def kwok_stages(binaries):
         return path
     proc = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/kwok@" + versions["KWOK_VERSION"]],
                           cwd=os.path.join(TOP, "hack", "k8s", "kwok"), stdout=subprocess.PIPE,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     if proc.returncode != 0:
         raise ClusterError("cannot download sigs.k8s.io/kwok@%s for its stage definitions"
                            % versions["KWOK_VERSION"])
@@ -91,7 +91,7 @@ def kwok_stages(binaries):
 
 def build(stream=None):
     """Run hack/k8s/build.sh (builds what is missing; prints progress)."""
-    proc = subprocess.run([BUILD_SCRIPT], stdout=stream, stderr=stream)
+    proc = subprocess.run([BUILD_SCRIPT], stdout=stream, stderr=stream, check=False)
     if proc.returncode != 0:
         raise ClusterError("hack/k8s/build.sh failed with exit code %d" % proc.returncode)
     return bin_dir()
@@ -100,7 +100,7 @@ def build(stream=None):
 def free_ports(count):
     socks, ports = [], []
     try:
-        for _ in range(count):
+        for dummy in range(count):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             socks.append(s)
@@ -367,7 +367,10 @@ class LocalCluster(object):
 
     def _start_all(self, etcd_client, etcd_peer, api, kcm, sched, kwok_port):
         pki = self.pki_dir
-        p = lambda n: os.path.join(pki, n)  # noqa: E731
+
+        def p(name):
+            return os.path.join(pki, name)
+
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
@@ -405,7 +408,7 @@ class LocalCluster(object):
             "--endpoint-reconciler-type=none",
             "--profiling=false", "--v=1",
         ])
-        self._wait("kube-apiserver", lambda: self._ready(), 60)
+        self._wait("kube-apiserver", self._ready, 60)
 
         for user, port in (("controller-manager", kcm), ("scheduler", sched), ("kwok", kwok_port)):
             _kubeconfig(os.path.join(self.state_dir, user + ".kubeconfig"), self.api_url, pki, user)
@@ -515,14 +518,17 @@ class LocalCluster(object):
 # ---------------------------------------------------------------------------------------------- CLI
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("action", choices=["up", "down", "status"])
     ap.add_argument("--state-dir", default=os.environ.get("GPUOPS_CLUSTER_DIR", DEFAULT_STATE_DIR))
     ap.add_argument("--fleet", default=os.environ.get("GPUOPS_CLUSTER_FLEET",
                                                       os.path.join(TOP, "inventories", "sim", "hosts.yml")),
                     help="inventory whose hosts with gpuops_sim_gpus become kwok GPU nodes ('' for none)")
     args = ap.parse_args(argv)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
     cluster = LocalCluster(args.state_dir, log=log)
     try:
         if args.action == "up":
