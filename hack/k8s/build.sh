@@ -100,7 +100,7 @@ build_component() {
   (
     cd "$here/$c"
     # CGO off: static binaries, no C toolchain needed; -mod=readonly: go.sum is the pin.
-    CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -p "$jobs" -v -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1
+    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -p "$jobs" -v -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1
   ) | progress "$c" "$start" || rc=$?
   if [[ $rc -ne 0 ]]; then
     echo "[build $c] FAILED (go build exit $rc)" >&2; rm -rf "$out"; return "$rc"
