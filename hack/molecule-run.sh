@@ -3,7 +3,7 @@
 # Usage: hack/molecule-run.sh SCENARIO...   (from the repository root; see mk/molecule.mk)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$top/molecule/containers.conf}
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$top/.cache}
 export MOLECULE_GLOB=${MOLECULE_GLOB:-molecule/*/molecule.yml}

@@ -134,13 +134,14 @@ def driver_plan(pci_devices, branch, version=None, kernel_modules="auto", models
         if need and (floor is None or gpu_catalog.version_tuple(need) > gpu_catalog.version_tuple(floor)):
             floor, floor_model = need, m
     if floor:
+        floor_branch = int(_branch_of(floor) or 0)
         too_old = (gpu_catalog.version_tuple(version) < gpu_catalog.version_tuple(floor) if version
-                   else int(branch) < _branch_of(floor))
+                   else int(branch) < floor_branch)
         if too_old:
             raise GpuOpsError(
                 "driver %s is too old for %s: it needs %s or newer (branch %d or later); choose "
                 "nvidia_driver_branch >= %d" % (version or "branch " + branch, floor_model.marketing_name,
-                                                floor, _branch_of(floor), _branch_of(floor)),
+                                                floor, floor_branch, floor_branch),
                 min_driver=floor, models=keys)
         reasons.append("%s needs driver >= %s" % (floor_model.marketing_name, floor))
 
@@ -168,8 +169,9 @@ def driver_plan(pci_devices, branch, version=None, kernel_modules="auto", models
     else:
         fm = bool(nvswitches) or len(sxm) >= 8
         if fm:
-            reasons.append("Fabric Manager: %s" % ("%d NVSwitch(es) found" % len(nvswitches) if nvswitches
-                                                  else "%d SXM GPUs on one baseboard" % len(sxm)))
+            why = ("%d NVSwitch(es) found" % len(nvswitches) if nvswitches
+                   else "%d SXM GPUs on one baseboard" % len(sxm))
+            reasons.append("Fabric Manager: %s" % why)
     return {
         "branch": branch,
         "version": version or None,

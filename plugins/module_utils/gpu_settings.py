@@ -53,8 +53,10 @@ def read_settings(nvml, index):
     out["ecc_mode_pending"] = None if ecc is None else bool(ecc[1])
     mem = _optional(nvml.nvmlDeviceGetApplicationsClock, h, CLOCK_MEM)
     gfx = _optional(nvml.nvmlDeviceGetApplicationsClock, h, CLOCK_GRAPHICS)
-    out["application_clocks"] = None if mem is None or gfx is None else {"memory_mhz": int(mem),
-                                                                           "graphics_mhz": int(gfx)}
+    clocks = None
+    if mem is not None and gfx is not None:
+        clocks = {"memory_mhz": int(mem), "graphics_mhz": int(gfx)}
+    out["application_clocks"] = clocks
     return out
 
 

@@ -110,7 +110,7 @@ def test_fault_halfway_reports_done_and_state(host):
     with pytest.raises(GpuOpsError) as e:
         run(host, devices=[0, 1], persistence_mode=True, power_limit=500)
     d = e.value.details
-    assert d["changed"] and [a["setting"] for a in d["actions"]] == ["persistence_mode", "power_limit_w",
-                                                                      "persistence_mode"]
+    done = [a["setting"] for a in d["actions"]]
+    assert d["changed"] and done == ["persistence_mode", "power_limit_w", "persistence_mode"]
     assert d["failed_action"]["gpu"] == 1 and d["nvml_error"] == "NVML_ERROR_NO_PERMISSION"
     assert [g["power_limit_w"] for g in d["gpus"]] == [500.0, 700.0]
