@@ -64,12 +64,16 @@ attributes:
     description: Before and after settings per GPU UUID.
   idempotent:
     support: full
+    description: A second run with the same options reports no change.
   platform:
+    support: full
     platforms: linux
+    description: Linux hosts with an NVIDIA driver (or the NVML simulator).
   action_group:
     support: full
     membership:
       - gpuops.k8s.nvml
+    description: Member of the C(gpuops.k8s.nvml) action group, so C(module_defaults) can set O(simulator).
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_mode
