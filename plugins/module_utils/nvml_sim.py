@@ -265,7 +265,7 @@ def new_state(gpus, driver_version=None, seed=None):
         count = int(entry.get("count", 1))
         if count < 0:
             raise GpuOpsError("gpus: count must be 0 or more, got %s for model %s" % (count, ref))
-        for _ in range(count):
+        for dummy in range(count):
             state["gpus"].append(new_gpu(len(state["gpus"]), model, name, rng))
     return state
 
@@ -1092,25 +1092,24 @@ class SimBackend(object):
 
     @staticmethod
     def _graphics_steps(clocks):
-        mem, gmax, _ = clocks
-        return [f for f in range(gmax, 209, -15)]
+        return list(range(clocks[1], 209, -15))
 
-    def nvmlDeviceGetApplicationsClock(self, handle, type):  # noqa: A002  pylint: disable=redefined-builtin
+    def nvmlDeviceGetApplicationsClock(self, handle, clock_type):
         call = "nvmlDeviceGetApplicationsClock"
         gpu, s, clocks = self._clocks(call, handle)
         current = s.get("applications_clocks") or {"memory": clocks[0], "graphics": clocks[2]}
-        if type in (0, 1):
+        if clock_type in (0, 1):
             return int(current["graphics"])
-        if type == 2:
+        if clock_type == 2:
             return int(current["memory"])
         raise NvmlError(INVALID_ARGUMENT, call=call)
 
-    def nvmlDeviceGetDefaultApplicationsClock(self, handle, type):  # noqa: A002  pylint: disable=redefined-builtin
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle, clock_type):
         call = "nvmlDeviceGetDefaultApplicationsClock"
         gpu, s, clocks = self._clocks(call, handle)
-        if type in (0, 1):
+        if clock_type in (0, 1):
             return clocks[2]
-        if type == 2:
+        if clock_type == 2:
             return clocks[0]
         raise NvmlError(INVALID_ARGUMENT, call=call)
 

@@ -33,7 +33,7 @@ options:
   devices:
     description:
       - The GPUs to change, V(all) or a list of NVML indexes and/or GPU UUIDs.
-      - With V(all), GPUs without MIG support are skipped and listed in RV(skipped).
+      - With V(all), GPUs without MIG support are skipped and listed in RV(skipped_gpus).
     type: raw
     default: all
   reset:
@@ -52,10 +52,14 @@ attributes:
     description: Before and after MIG mode (current and pending) per GPU UUID.
   idempotent:
     support: full
+    description: A second run with the same options reports no change.
   platform:
+    support: full
     platforms: linux
+    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
   action_group:
     support: full
+    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
     membership:
       - gpuops.k8s.nvml
 seealso:
@@ -115,7 +119,7 @@ reset_required:
   returned: success
   type: bool
   sample: false
-skipped:
+skipped_gpus:
   description: GPUs left alone under O(devices=all) (no MIG support, or lost), with the reason.
   returned: success
   type: list

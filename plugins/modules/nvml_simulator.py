@@ -180,9 +180,12 @@ attributes:
     description: Before and after summary of the simulated host (GPUs, MIG mode, instances, processes, health, faults).
   idempotent:
     support: partial
+    description: Idempotent except for the options that are events.
     details: O(reboot=true) and O(reset=true) always change the host; everything else is idempotent.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX host; writes a JSON file.
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_mode
