@@ -14,7 +14,7 @@ description:
   - Checks the inputs of the P(gpuops.k8s.device_plugin#role), P(gpuops.k8s.dcgm_exporter#role),
     P(gpuops.k8s.gpu_tenancy#role) and P(gpuops.k8s.gpu_autoscaling#role) roles before any Kubernetes object changes,
     and returns them normalized for the role templates.
-  - Device plugin configs are checked field by field against the device plugin v0.20.0 config file (C(version: v1)):
+  - Device plugin configs are checked field by field against the device plugin v0.20.0 config file (C(version=v1)),
     MIG strategy, device list strategy, time-slicing and MPS replicas (at least 2), mutually exclusive sharing modes,
     MPS restrictions, per-node config labels that name an existing config.
   - Tenant quotas only keep C(requests.<resource>) keys for GPU resources, because Kubernetes never enforces

@@ -100,7 +100,9 @@ def stack(k8s_cluster, tmp_path_factory):
     }
     gpu_nodes.ensure_node(core, nodes["h100"], gpus=[{"model": "h100_80gb", "count": 8}], labels=sel)
     gpu_nodes.ensure_node(core, nodes["a100"], gpus=[{"model": "a100_80gb", "count": 2}], mig_strategy="mixed",
-                          mig_config={"1g.10gb": 7, "3g.40gb": 2}, labels=sel)
+                          mig_config=[{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+                                      {"devices": [1], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}],
+                          labels=sel)
     gpu_nodes.ensure_node(core, nodes["l40s"], gpus=[{"model": "l40s_48gb", "count": 1}], labels=sel)
     gpu_nodes.plain_node(core, nodes["cpu"], labels=sel)
     sched = client.SchedulingV1Api(k8s_cluster.api_client())
