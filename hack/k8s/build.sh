@@ -94,12 +94,12 @@ build_component() {
       pkgs=(sigs.k8s.io/kwok/cmd/kwok) ;;
   esac
   echo "[build $c] go build -p $jobs ${pkgs[*]} (cold: kube takes tens of minutes on 2 cores)"
+  local rc=0
   (
     cd "$here/$c"
     # CGO off: static binaries, no C toolchain needed; -mod=readonly: go.sum is the pin.
     CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -p "$jobs" -v -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1
-  ) | progress "$c" "$start"
-  local rc=${PIPESTATUS[0]}
+  ) | progress "$c" "$start" || rc=$?
   if [[ $rc -ne 0 ]]; then
     echo "[build $c] FAILED (go build exit $rc)" >&2; rm -rf "$out"; return "$rc"
   fi
