@@ -126,3 +126,21 @@ def test_sim_gpu_node_module_acts_as_device_plugin(k8s_cluster, tmp_path, unique
     finally:
         from lib import gpu_nodes
         gpu_nodes.delete_node(k8s_cluster.core, node)
+
+
+def test_sim_lab_playbook_publishes_every_host(k8s_cluster):
+    """playbooks/sim_k8s_nodes.yml on inventories/sim: one kwok node per simulated host, idempotent."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", KUBECONFIG=k8s_cluster.kubeconfig)
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inventories/sim",
+           "playbooks/sim_k8s_nodes.yml"]
+    for _ in range(2):
+        proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    stats = json.loads(proc.stdout)["stats"]
+    assert set(stats) == {"dgx-a100-01", "hgx-h100-01", "hgx-h200-01", "l40s-01"}
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
+    node = k8s_cluster.core.read_node("hgx-h200-01")
+    assert node.status.allocatable["nvidia.com/gpu"] == "8"
+    assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H200"
+    assert node.metadata.labels["nvidia.com/cuda.driver-version.full"] == "550.127.08"
