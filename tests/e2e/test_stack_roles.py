@@ -181,7 +181,10 @@ def test_apply_succeeds_and_creates_the_objects(stack, k8s_cluster):
     rc, out, raw = stack["first"]
     assert rc == 0, raw[-5000:]
     assert out["stats"]["localhost"]["failures"] == 0
-    assert len(changed_tasks(out)) >= 8, changed_tasks(out)
+    changed = changed_tasks(out)
+    for role in ALL_ROLES:
+        assert any(t.startswith("gpuops.k8s.%s : Apply" % role) for t in changed), (role, changed)
+    assert "gpuops.k8s.device_plugin : Label the nodes with their device plugin config" in changed
     core = k8s_cluster.core
     apps = client.AppsV1Api(k8s_cluster.api_client())
     dss = {d.metadata.name for d in apps.list_namespaced_daemon_set(stack["dp_ns"]).items}
@@ -372,7 +375,7 @@ def test_hpa_accepted_with_behavior(stack, k8s_cluster):
 
 @pytest.mark.parametrize("role,override,expected", [
     ("device_plugin", {"device_plugin_configs": {"default": {"sharing": {"timeSlicing": {
-        "resources": [{"name": "nvidia.com/gpu", "replicas": 1}]}}}}}, "number of replicas must be >= 2"),
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 1}]}}}}}, "replicas must be >= 2, got 1"),
     ("device_plugin", {"device_plugin_configs": {"default": {"flags": {"migStrategy": "auto"}}}},
      "valid values: none, single, mixed"),
     ("gpu_tenancy", {"gpu_tenancy_tenants": [{"name": "e2e-bad", "quota": {"hard": {

@@ -90,6 +90,29 @@ def test_service_monitor_shape(rendered):
         assert ep["port"] in port_names
 
 
+def test_pod_specs_pass_api_rules_the_schema_cannot_express(rendered):
+    """Cross-field rules of the API server's validation (found on the real API server)."""
+    _, docs, _ = rendered
+    for path, doc in docs:
+        if doc["kind"] != "DaemonSet":
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        assert not (pod.get("hostPID") and pod.get("shareProcessNamespace")), \
+            "%s: ShareProcessNamespace and HostPID cannot both be enabled" % path
+        assert doc["spec"]["selector"]["matchLabels"].items() <= doc["spec"]["template"]["metadata"]["labels"].items()
+        names = [c["name"] for c in _containers(doc)]
+        assert len(names) == len(set(names)), path
+        volumes = {v["name"] for v in pod.get("volumes", [])}
+        for c in _containers(doc):
+            for m in c.get("volumeMounts", []):
+                assert m["name"] in volumes, (path, c["name"], m["name"])
+                if m.get("mountPropagation") == "Bidirectional":
+                    assert c.get("securityContext", {}).get("privileged"), (path, c["name"])
+            sc = c.get("securityContext", {})
+            if sc.get("allowPrivilegeEscalation") is False:
+                assert not sc.get("privileged") and "CAP_SYS_ADMIN" not in sc.get("capabilities", {}).get("add", [])
+
+
 def _containers(ds):
     spec = ds["spec"]["template"]["spec"]
     return spec.get("initContainers", []) + spec["containers"]
