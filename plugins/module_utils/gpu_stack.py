@@ -495,9 +495,11 @@ def plan_priority_classes(desired, existing, policy="fail"):
         else:
             plan["update"].append(name)
     if plan["replace"] and policy == "fail":
-        text = "; ".join("%s: %s" % (n, ", ".join("%s %s -> %s" % (f, c["before"], c["after"])
-                                                   for f, c in sorted(plan["changes"][n].items())))
-                         for n in plan["replace"])
+        parts = []
+        for n in plan["replace"]:
+            fields = sorted(plan["changes"][n].items())
+            parts.append("%s: %s" % (n, ", ".join("%s %s -> %s" % (f, c["before"], c["after"]) for f, c in fields)))
+        text = "; ".join(parts)
         raise GpuOpsError(
             "PriorityClass value and preemptionPolicy are immutable and would change (%s). Nothing was changed. Set "
             "gpu_tenancy_priority_class_change_policy: replace to delete and re-create these classes (running pods keep "

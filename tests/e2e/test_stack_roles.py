@@ -46,8 +46,9 @@ PLAYBOOK = """\
 ALL_ROLES = ["device_plugin", "dcgm_exporter", "gpu_tenancy", "gpu_autoscaling"]
 
 
-def run_stack(kubeconfig, tmp_path, variables, check=False, roles=ALL_ROLES):
+def run_stack(kubeconfig, tmp_path, variables, check=False, roles=None):
     """ansible-playbook with the json callback; returns (rc, parsed output, raw)."""
+    roles = ALL_ROLES if roles is None else roles
     name = uuid.uuid4().hex[:6]
     play = tmp_path / ("play-%s.yml" % name)
     play.write_text(PLAYBOOK)
@@ -59,7 +60,7 @@ def run_stack(kubeconfig, tmp_path, variables, check=False, roles=ALL_ROLES):
     if check:
         cmd.append("--check")
     proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=900)
+                          universal_newlines=True, timeout=900, check=False)
     try:
         out = json.loads(proc.stdout)
     except ValueError:

@@ -32,7 +32,7 @@ def _render(scenario, out):
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
          os.path.join(HERE, "render.yml"), "-e", "@" + os.path.join(HERE, "scenarios", scenario + ".yml"),
          "-e", "stack_render_dir=%s" % out],
-        cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
+        cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:]
     return proc.stdout
 
@@ -52,12 +52,12 @@ def rendered(request, tmp_path_factory):
 
 
 def _kinds(docs):
-    return {doc["kind"] for _, doc in docs}
+    return {doc["kind"] for _path, doc in docs}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_schema_strict(rendered, version):
-    scenario, docs, _ = rendered
+    scenario, docs, _paths = rendered
     checked = 0
     for path, doc in docs:
         if (doc["apiVersion"], doc["kind"]) in CRD_KINDS:
@@ -72,8 +72,8 @@ def test_schema_strict(rendered, version):
 
 
 def test_service_monitor_shape(rendered):
-    scenario, docs, _ = rendered
-    monitors = [d for _, d in docs if d["kind"] == "ServiceMonitor"]
+    scenario, docs, _paths = rendered
+    monitors = [d for _path, d in docs if d["kind"] == "ServiceMonitor"]
     if scenario != "full":
         assert monitors == []
         return
@@ -81,7 +81,7 @@ def test_service_monitor_shape(rendered):
     sm = monitors[0]
     assert set(sm) == {"apiVersion", "kind", "metadata", "spec"}
     assert set(sm["spec"]) == {"selector", "namespaceSelector", "endpoints"}
-    svc = [d for _, d in docs if d["kind"] == "Service" and d["metadata"]["name"] == sm["metadata"]["name"]][0]
+    svc = [d for _path, d in docs if d["kind"] == "Service" and d["metadata"]["name"] == sm["metadata"]["name"]][0]
     assert sm["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
     port_names = [p["name"] for p in svc["spec"]["ports"]]
     for ep in sm["spec"]["endpoints"]:
@@ -92,7 +92,7 @@ def test_service_monitor_shape(rendered):
 
 def test_pod_specs_pass_api_rules_the_schema_cannot_express(rendered):
     """Cross-field rules of the API server's validation (found on the real API server)."""
-    _, docs, _ = rendered
+    _scenario, docs, _paths = rendered
     for path, doc in docs:
         if doc["kind"] != "DaemonSet":
             continue
@@ -119,8 +119,8 @@ def _containers(ds):
 
 
 def test_device_plugin_rules(rendered):
-    _, docs, _ = rendered
-    daemonsets = {d["metadata"]["name"]: d for _, d in docs if d["kind"] == "DaemonSet"}
+    _scenario, docs, _paths = rendered
+    daemonsets = {d["metadata"]["name"]: d for _path, d in docs if d["kind"] == "DaemonSet"}
     plugin = daemonsets["nvidia-device-plugin"]
     pod = plugin["spec"]["template"]["spec"]
     assert pod["priorityClassName"] == "system-node-critical"
@@ -145,7 +145,7 @@ def test_device_plugin_rules(rendered):
     selectors = [tuple(sorted(d["spec"]["selector"]["matchLabels"].items())) for d in daemonsets.values()]
     assert len(selectors) == len(set(selectors))
     # the named configs are valid device plugin config files
-    cms = [d for _, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "nvidia-device-plugin-configs"]
+    cms = [d for _path, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "nvidia-device-plugin-configs"]
     assert len(cms) == 1
     for key, text in cms[0]["data"].items():
         cfg = yaml.safe_load(text)
@@ -160,8 +160,8 @@ def test_device_plugin_rules(rendered):
 
 
 def test_dcgm_exporter_rules(rendered):
-    _, docs, _ = rendered
-    ds = [d for _, d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "dcgm-exporter"][0]
+    _scenario, docs, _paths = rendered
+    ds = [d for _path, d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "dcgm-exporter"][0]
     pod = ds["spec"]["template"]["spec"]
     for c in _containers(ds):
         res = c.get("resources", {})
@@ -175,12 +175,12 @@ def test_dcgm_exporter_rules(rendered):
         assert env["DCGM_EXPORTER_KUBERNETES"] == "true"
     mounts = {v["name"]: v for v in pod["volumes"]}
     assert mounts["pod-resources"]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
-    cm = [d for _, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "dcgm-exporter-metrics"][0]
+    cm = [d for _path, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "dcgm-exporter-metrics"][0]
     csv = cm["data"]["dcgm-metrics.csv"]
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge," in csv
     for line in csv.strip().splitlines():
         assert line.count(",") == 2, line
-    adapters = [d for _, d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
+    adapters = [d for _path, d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
     for cm in adapters:
         rules = yaml.safe_load(cm["data"]["config.yaml"])["rules"]
         names = [r["name"]["as"] for r in rules]
@@ -192,7 +192,7 @@ def test_dcgm_exporter_rules(rendered):
 
 def test_quota_rules(rendered):
     scenario, docs, log = rendered
-    quotas = [d for _, d in docs if d["kind"] == "ResourceQuota"]
+    quotas = [d for _path, d in docs if d["kind"] == "ResourceQuota"]
     assert quotas
     for q in quotas:
         for key in q["spec"]["hard"]:
@@ -206,19 +206,19 @@ def test_quota_rules(rendered):
         assert "limits.nvidia.com/mig-1g.10gb" not in team_a["spec"]["hard"]
         assert "converted to requests.nvidia.com/mig-1g.10gb" in log
         # GPU LimitRange entries only in the GPU-only namespace
-        for lr in (d for _, d in docs if d["kind"] == "LimitRange"):
+        for lr in (d for _path, d in docs if d["kind"] == "LimitRange"):
             has_gpu = any("nvidia.com/" in k for item in lr["spec"]["limits"] for f in item.values()
                           if isinstance(f, dict) for k in f)
             assert not has_gpu or lr["metadata"]["namespace"] == "team-b-gpu"
 
 
 def test_priority_classes_and_hpas(rendered):
-    _, docs, _ = rendered
-    pcs = {d["metadata"]["name"]: d for _, d in docs if d["kind"] == "PriorityClass"}
+    _scenario, docs, _paths = rendered
+    pcs = {d["metadata"]["name"]: d for _path, d in docs if d["kind"] == "PriorityClass"}
     assert set(pcs) == {"gpu-critical", "gpu-high", "gpu-low"}
     assert pcs["gpu-critical"]["value"] > pcs["gpu-high"]["value"] > pcs["gpu-low"]["value"]
     assert all(pc["value"] <= 1000000000 for pc in pcs.values())
-    hpas = [d for _, d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+    hpas = [d for _path, d in docs if d["kind"] == "HorizontalPodAutoscaler"]
     assert hpas
     for h in hpas:
         assert h["apiVersion"] == "autoscaling/v2"

@@ -236,7 +236,7 @@ def test_conflicting_request_and_limit_refused():
 
 
 def test_equal_request_and_limit_merge():
-    hard, _ = gs.normalize_quota_hard({"requests.nvidia.com/gpu": 2, "limits.nvidia.com/gpu": "2"})
+    hard, _warnings = gs.normalize_quota_hard({"requests.nvidia.com/gpu": 2, "limits.nvidia.com/gpu": "2"})
     assert hard == {"requests.nvidia.com/gpu": "2"}
 
 
@@ -321,8 +321,8 @@ def _tenants(*specs):
 
 
 def test_capacity_within_limits():
-    res = gs.capacity_check(_tenants({"requests.nvidia.com/gpu": 4}, {"requests.nvidia.com/gpu": 4,
-                                                                       "requests.nvidia.com/mig-1g.10gb": 14}), NODES)
+    second = {"requests.nvidia.com/gpu": 4, "requests.nvidia.com/mig-1g.10gb": 14}
+    res = gs.capacity_check(_tenants({"requests.nvidia.com/gpu": 4}, second), NODES)
     assert res["overcommitted"] == []
     assert res["resources"]["nvidia.com/gpu"] == {"quota": 8, "allocatable": 8, "overcommitted": False,
                                                   "tenants": {"t0": 4, "t1": 4}}
@@ -471,8 +471,8 @@ def test_hpa_needs_a_metric_and_pods_metrics_need_average_value():
     with pytest.raises(GpuOpsError):
         gs.validate_hpa(_hpa(gpu_metric=None))
     with pytest.raises(GpuOpsError) as e:
-        gs.validate_hpa(_hpa(metrics=[{"type": "Pods", "pods": {"metric": {"name": "x"},
-                                                                 "target": {"type": "Value", "value": "1"}}}]))
+        metric = {"type": "Pods", "pods": {"metric": {"name": "x"}, "target": {"type": "Value", "value": "1"}}}
+        gs.validate_hpa(_hpa(metrics=[metric]))
     assert "AverageValue" in e.value.msg
 
 
