@@ -421,3 +421,93 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
         "dry_run": dry_run,
         "changed": any(a["patch"] for a in actions),
     }
+
+
+# --- host-side runner (the gpu_health_check module) -------------------------------------------
+
+def _parse_iso(stamp):
+    """Seconds since the epoch of an ISO 8601 stamp as journalctl/dmesg print it, or None."""
+    import datetime
+
+    text = stamp.replace(",", ".")
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    match = re.match(r"^(.*[T ]\d{2}:\d{2}:\d{2})(\.\d+)?([+-]\d{2}):?(\d{2})?$", text)
+    if match:
+        frac = (match.group(2) or "")[:7]
+        text = "%s%s%s:%s" % (match.group(1), frac, match.group(3), match.group(4) or "00")
+    try:
+        parsed = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed.timestamp()
+
+
+def recent_log(text, now, window):
+    """Keep the lines of ``text`` whose ISO timestamp lies within ``window`` seconds of ``now``
+    (epoch seconds). Lines without an ISO timestamp are kept: their age is unknown."""
+    if not window:
+        return text
+    kept = []
+    for line in (text or "").splitlines():
+        iso = _ISO_RE.match(line.strip())
+        if iso:
+            when = _parse_iso(iso.group("ts"))
+            if when is not None and now - when > window:
+                continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def read_kernel_log(params, run_command, exists):
+    """Kernel log text per ``kernel_log_source``; ``run_command(argv) -> (rc, out, err)``."""
+    source = params.get("kernel_log_source") or "auto"
+    path = params.get("kernel_log_path")
+    if params.get("kernel_log") is not None:
+        return params["kernel_log"], "inline"
+    if source == "none":
+        return "", "none"
+    if source == "file" or (source == "auto" and path):
+        if not path:
+            raise GpuOpsError("kernel_log_source=file needs kernel_log_path")
+        if not exists(path):
+            return "", "file (absent)"
+        with open(path) as handle:
+            return handle.read(), "file"
+    window = int(params.get("xid_window") or 0)
+    if source in ("auto", "journal") and (source == "journal" or exists("/usr/bin/journalctl") or exists("/bin/journalctl")):
+        argv = ["journalctl", "-k", "--no-pager", "-o", "short-iso", "--grep", "NVRM: Xid"]
+        if window:
+            argv += ["--since", "-%ds" % window]
+        rc, out, err = run_command(argv)
+        # rc 1 with no output: no matching entries
+        if rc == 0 or (rc == 1 and not out.strip()):
+            return out, "journal"
+        if source == "journal":
+            raise GpuOpsError("journalctl -k failed (rc %d): %s" % (rc, err.strip()))
+    rc, out, err = run_command(["dmesg", "--time-format", "iso"])
+    if rc != 0:
+        raise GpuOpsError("cannot read the kernel log: dmesg failed (rc %d): %s. Run as root, or set "
+                          "kernel_log_source=none to skip the Xid check" % (rc, err.strip()))
+    return out, "dmesg"
+
+
+def read_gpu_facts(simulator=None):
+    """``gpu_info``-shaped facts of this host, through the collection's NVML layer."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml
+
+    with nvml.open_nvml(simulator=simulator) as backend:
+        return gpu_state.read_host(backend)
+
+
+def run_health_check(params, run_command, exists, now, read_facts=read_gpu_facts):
+    """Runner of the ``gpu_health_check`` module: facts + kernel log -> verdict."""
+    facts = {"gpus": params["gpus"]} if params.get("gpus") is not None else read_facts(params.get("simulator"))
+    text, source = read_kernel_log(params, run_command, exists)
+    text = recent_log(text, now, int(params.get("xid_window") or 0))
+    policy = {key: params.get(key) for key in DEFAULTS}
+    verdict = evaluate_host(facts, params.get("expected_gpus"), text, policy)
+    verdict["kernel_log_source"] = source
+    return verdict

@@ -21,7 +21,7 @@ LABEL_CONFIG = "nvidia.com/mig.config"
 LABEL_STATE = "nvidia.com/mig.config.state"
 ANN_PREFIX = "gpuops.k8s/"
 ANN_LAST_GOOD = ANN_PREFIX + "mig.config.last-good"
-ANN_ROLLOUT = ANN_PREFIX + "mig.rollout-id"
+LABEL_ROLLOUT = ANN_PREFIX + "mig.rollout-id"  # a label, so failures are selectable
 ANN_REASON = ANN_PREFIX + "mig.failure-reason"
 ANN_TIMELINE = ANN_PREFIX + "mig.timeline"
 
@@ -138,7 +138,7 @@ def budget_left(nodes, rollout_id, failure_budget):
     """
     failed = sorted(
         (n.get("metadata") or {}).get("name") for n in nodes
-        if _labels(n).get(LABEL_STATE) == "failed" and _annotations(n).get(ANN_ROLLOUT) == rollout_id
+        if _labels(n).get(LABEL_STATE) == "failed" and _labels(n).get(LABEL_ROLLOUT) == rollout_id
     )
     return {"failed": failed, "exhausted": len(failed) > failure_budget}
 

@@ -238,3 +238,54 @@ def test_unknown_node_in_verdicts():
 def test_bad_plan_policy(policy, msg):
     with pytest.raises(GpuOpsError, match=msg):
         gh.plan_actions({}, [node("n0")], policy)
+
+
+def test_recent_log_window():
+    text = ("2026-12-02T10:00:00+0000 k: NVRM: Xid (PCI:0000:17:00): 48, old\n"
+            "2026-12-02T10:59:30Z k: NVRM: Xid (PCI:0000:18:00): 48, new\n"
+            "[ 5.0] NVRM: Xid (PCI:0000:19:00): 48, no wall clock\n")
+    now = gh._parse_iso("2026-12-02T11:00:00+00:00")
+    kept = gh.recent_log(text, now, 600)
+    assert [e["pci_bus_id"] for e in gh.parse_xids(kept)] == ["0000:18:00", "0000:19:00"]
+    assert gh.recent_log(text, now, 0) == text
+
+
+def test_run_health_check_file_source(tmp_path):
+    log = tmp_path / "kmsg"
+    log.write_text("NVRM: Xid (PCI:0000:17:00): 95, pid=1, Uncontained ECC error\n")
+    params = {"gpus": host(2)["gpus"], "expected_gpus": 2, "kernel_log_path": str(log),
+              "kernel_log_source": "auto", "xid_window": 0, "temperature_threshold_c": 90,
+              "ecc_error_threshold": 10}
+    calls = []
+    verdict = gh.run_health_check(params, lambda argv: calls.append(argv), lambda p: True, 0)
+    assert calls == []  # the file was read, no command ran
+    assert verdict["kernel_log_source"] == "file"
+    assert [p["value"] for p in verdict["problems"]] == [95]
+
+
+def test_run_health_check_journal_then_dmesg():
+    calls = []
+
+    def run(argv):
+        calls.append(argv[0])
+        if argv[0] == "journalctl":
+            return 2, "", "no journal"
+        return 0, "2026-12-02T10:00:00+00:00 NVRM: Xid (PCI:0000:17:00): 79, gone\n", ""
+
+    params = {"gpus": host(1)["gpus"], "kernel_log_source": "auto", "xid_window": 0}
+    verdict = gh.run_health_check(params, run, lambda p: p.endswith("journalctl"), 0)
+    assert calls == ["journalctl", "dmesg"]
+    assert verdict["kernel_log_source"] == "dmesg"
+    assert verdict["remediation"] == "reboot"
+
+
+def test_run_health_check_reads_facts_when_not_given():
+    seen = {}
+
+    def read(sim):
+        seen["sim"] = sim
+        return host(1, g0={"temperature_c": 99})
+
+    verdict = gh.run_health_check({"simulator": "/x.json", "kernel_log_source": "none"}, None, None, 0, read)
+    assert seen == {"sim": "/x.json"}
+    assert verdict["problems"][0]["check"] == "temperature"

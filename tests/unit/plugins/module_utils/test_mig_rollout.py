@@ -68,9 +68,9 @@ def test_unknown_config_and_missing_node():
 
 
 def test_budget():
-    ns = [node("a", state="failed", annotations={mr.ANN_ROLLOUT: "r1"}),
-          node("b", state="failed", annotations={mr.ANN_ROLLOUT: "r0"}),
-          node("c", state="success", annotations={mr.ANN_ROLLOUT: "r1"})]
+    ns = [node("a", state="failed"), node("b", state="failed"), node("c", state="success")]
+    for n, rid in zip(ns, ("r1", "r0", "r1")):
+        n["metadata"]["labels"][mr.LABEL_ROLLOUT] = rid
     assert mr.budget_left(ns, "r1", 0) == {"failed": ["a"], "exhausted": True}
     assert mr.budget_left(ns, "r1", 1) == {"failed": ["a"], "exhausted": False}
 
