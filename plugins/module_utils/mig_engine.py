@@ -1,0 +1,378 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The declarative MIG partitioner behind gpuops.k8s.mig_partition.
+
+``run_mig_partition(nvml, params, check_mode=False, diff=False)``:
+
+1. parse the mig-parted config (``config_file`` + ``config``) or the inline ``layout``;
+2. read every GPU (gpu_state.read_host) and walk the config over them (mig_config.resolve);
+3. plan every matched GPU with its live NVML profiles (catalog fallback) and validate ALL GPUs
+   before anything changes (unknown profile, too many instances, slices, placements, busy
+   instances without ``force``);
+4. unless in check mode: per GPU, change MIG mode where needed (Ampere: the change stays pending
+   until a GPU reset -> ``reset_required``, the instances are created on a later run once the mode
+   is active; Hopper and newer: at once), destroy the instances the plan releases, create the
+   missing ones at explicit placements;
+5. report ``gpus`` (as gpu_info), ``actions``, ``reset_required``, ``resources`` (what the device
+   plugin advertises with the mixed strategy), ``diagram`` and, with ``diff``, before/after per
+   GPU uuid.
+
+A failing NVML call halfway stops the run; the error carries the GPUs as they are now and which
+actions completed, failed and were not attempted, so a re-run converges from there.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils import diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
+
+MUTATING = ("set_mig_mode", "destroy", "create")
+
+
+def _label(gpu):
+    return "GPU %s (%s)" % (gpu["index"], gpu.get("model") or gpu.get("name") or "unknown model")
+
+
+def _model(gpu):
+    return gpu_catalog.lookup_model(gpu.get("model"), gpu.get("name")) or gpu_catalog.lookup_model(gpu.get("name"))
+
+
+def _profiles(nvml, gpu):
+    """Live NVML profiles (gpu_state falls back to the catalog where NVML cannot list them)."""
+    profiles = list(gpu_state.live_profiles(nvml, gpu["index"]) or [])
+    if not profiles:
+        model = _model(gpu)
+        profiles = list(model.profiles) if model else []
+    return profiles
+
+
+def _geometry(gpu, profiles):
+    model = _model(gpu)
+    if model is not None and model.memory_slices:
+        return model.memory_slices, model.compute_slices
+    return mig_plan.layout_geometry(profiles)
+
+
+def _placement(start, size):
+    return {"start": start, "size": size}
+
+
+class GpuWork(object):
+    """The plan of one GPU and what predicting/applying it needs."""
+
+    def __init__(self, gpu, desired, profiles, plan, mode_action, deferred):
+        self.gpu = gpu
+        self.desired = desired
+        self.profiles = profiles
+        self.pmap = mig_plan.profile_map(profiles)
+        self.plan = plan
+        self.mode_action = mode_action  # None, "enable_mig" or "disable_mig"
+        self.deferred = deferred  # creates wait for a GPU reset (Ampere mode change)
+
+    def _base(self, action, **kw):
+        out = {"gpu": self.gpu["index"], "uuid": self.gpu.get("uuid"), "action": action}
+        out.update(kw)
+        return out
+
+    def _devices(self, profile, cis):
+        p = self.pmap.get(profile)
+        return mig_plan.mig_device_names(profile, cis, p.compute_slices if p else mig_plan._gi_slices(profile))
+
+    def keep_actions(self):
+        return [self._base("keep", profile=k.profile, placement=_placement(k.start, k.size),
+                           gpu_instance_id=k.gpu_instance_id, mig_devices=self._devices(k.profile, k.compute_instances),
+                           busy=k.busy)
+                for k in self.plan.keep]
+
+    def destroy_actions(self):
+        """Busy (forced) instances first: if NVML still refuses them, nothing else on the GPU changed."""
+        forced = set(id(f) for f in self.plan.forced)
+        ordered = [d for d in self.plan.destroy if id(d) in forced] + \
+            [d for d in self.plan.destroy if id(d) not in forced]
+        return [self._base("destroy", profile=d.profile, placement=_placement(d.start, d.size),
+                           gpu_instance_id=d.gpu_instance_id, mig_devices=self._devices(d.profile, d.compute_instances),
+                           busy=d.busy, forced=id(d) in forced)
+                for d in ordered]
+
+    def create_actions(self):
+        out = []
+        for t, start in self.plan.create:
+            p = self.pmap[t.profile]
+            a = self._base("create", profile=t.profile, placement=_placement(start, p.memory_slices),
+                           compute_instances=list(t.compute_instances), mig_devices=self._devices(t.profile, t.compute_instances))
+            if self.deferred:
+                a["after_reset"] = True
+            out.append(a)
+        return out
+
+    def mode_actions(self):
+        if not self.mode_action:
+            return []
+        return [self._base("set_mig_mode", enabled=self.mode_action == "enable_mig")]
+
+    def ordered_actions(self):
+        """keep, then the order of execution: disable = destroys then mode; enable = mode, destroys, creates."""
+        if self.mode_action == "disable_mig":
+            return self.keep_actions() + self.destroy_actions() + self.mode_actions()
+        return self.keep_actions() + self.mode_actions() + self.destroy_actions() + self.create_actions()
+
+    def predict(self):
+        """The gpu facts after the plan (for check mode and deferred layouts)."""
+        gpu = copy.deepcopy(self.gpu)
+        needs_reset = _needs_reset(self.gpu)
+        if self.mode_action:
+            want = self.mode_action == "enable_mig"
+            gpu["mig_mode_pending"] = want
+            if not needs_reset or gpu.get("mig_mode_current") == want:
+                gpu["mig_mode_current"] = want
+        if not gpu.get("mig_mode_current"):
+            gpu["instances"] = [] if not self.gpu.get("mig_mode_current") else gpu.get("instances", [])
+            if self.mode_action == "disable_mig":
+                gpu["instances"] = []
+            return gpu
+        kept_ids = set(k.gpu_instance_id for k in self.plan.keep)
+        rows = [r for r in gpu.get("instances") or [] if r.get("gpu_instance_id") in kept_ids]
+        for t, start in self.plan.create:
+            p = self.pmap[t.profile]
+            for n, name in enumerate(self._devices(t.profile, t.compute_instances)):
+                rows.append({"profile": name, "gpu_instance_profile": t.profile,
+                             "placement": _placement(start, p.memory_slices),
+                             "gpu_instance_id": None, "compute_instance_id": None,
+                             "compute_slices": t.compute_instances[n], "uuid": None,
+                             "memory_mib": p.memory_mib, "planned": True, "busy": False})
+        gpu["instances"] = rows
+        return gpu
+
+
+def _needs_reset(gpu):
+    model = _model(gpu)
+    return bool(model and gpu_catalog.mig_mode_needs_reset(model))
+
+
+def plan_host(nvml, gpus, entries, force=False):
+    """Validate and plan every GPU the config matches. Raises GpuOpsError listing every problem."""
+    desired = mig_config.resolve(entries, gpus)
+    works = []
+    errors = []
+    for gpu in gpus:
+        d = desired.get(gpu["index"])
+        if d is None:
+            continue
+        label = _label(gpu)
+        try:
+            profiles = _profiles(nvml, gpu) if gpu.get("mig_capable") else []
+            memory_slices, compute_slices = _geometry(gpu, profiles)
+            current_mode = bool(gpu.get("mig_mode_current"))
+            pending_mode = gpu.get("mig_mode_pending")
+            if pending_mode is None:
+                pending_mode = current_mode
+            current = mig_plan.instances_from_gpu(gpu) if current_mode else []
+            if d.mig_enabled:
+                targets = mig_plan.targets_from_mig_devices(d.mig_devices, profiles, label)
+                mode_action = None if pending_mode else "enable_mig"
+                deferred = not current_mode and _needs_reset(gpu)
+            else:
+                targets = []
+                mode_action = "disable_mig" if (current_mode or pending_mode) else None
+                deferred = False
+            plan = mig_plan.plan_gpu(profiles, current, targets, force=force, memory_slices=memory_slices,
+                                     compute_slices=compute_slices, label=label)
+            works.append(GpuWork(gpu, d, profiles, plan, mode_action, deferred))
+        except GpuOpsError as e:
+            err = {"gpu": gpu["index"], "uuid": gpu.get("uuid"), "msg": e.msg}
+            err.update(e.details)
+            errors.append(err)
+    if errors:
+        details = {"errors": errors}
+        if len(errors) == 1:
+            details.update(dict((k, v) for k, v in errors[0].items() if k not in ("msg",)))
+        raise GpuOpsError("invalid MIG layout, nothing was changed: %s" % "; ".join(e["msg"] for e in errors),
+                          **details)
+    return works
+
+
+def resources(gpus, strategy="mixed"):
+    """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy)."""
+    out = Counter()
+    for gpu in gpus:
+        if gpu.get("mig_capable") and gpu.get("mig_mode_current"):
+            for row in gpu.get("instances") or []:
+                if row.get("compute_slices") == 0:
+                    continue  # a GPU instance without compute instance is no device
+                out[gpu_catalog.resource_name(row["profile"], strategy)] += 1
+        else:
+            out["nvidia.com/gpu"] += 1
+    return dict(sorted(out.items()))
+
+
+def _summary(gpu):
+    rows = []
+    for inst in mig_plan.instances_from_gpu(gpu):
+        cis = ""
+        if inst.compute_instances and inst.compute_instances != (mig_plan._gi_slices(inst.profile),):
+            cis = " [%s]" % ",".join("%dc" % c for c in inst.compute_instances)
+        rows.append("%s @%s:%s%s" % (inst.profile, inst.start, inst.size, cis))
+    return {"index": gpu["index"], "model": gpu.get("model"), "mig_mode_current": bool(gpu.get("mig_mode_current")),
+            "mig_mode_pending": bool(gpu.get("mig_mode_pending")), "instances": sorted(rows)}
+
+
+def _diff(before, after, indexes):
+    b = dict((g.get("uuid") or str(g["index"]), _summary(g)) for g in before if g["index"] in indexes)
+    a = dict((g.get("uuid") or str(g["index"]), _summary(g)) for g in after if g["index"] in indexes)
+    return {"before": b, "after": a}
+
+
+def _reread(nvml):
+    try:
+        return gpu_state.read_host(nvml)["gpus"], None
+    except GpuOpsError as e:
+        return None, str(e)
+
+
+def _err_text(e):
+    if isinstance(e, NvmlError):
+        return "%s (NVML error %s)" % (e, getattr(e, "value", "?"))
+    return str(e)
+
+
+def _apply(nvml, works, completed):
+    """Execute every GPU's actions in order; ``completed`` collects the done ones. Returns the set
+    of GPU indexes whose mode change is waiting for a reset."""
+    waiting = set()
+    for w in works:
+        idx = w.gpu["index"]
+        if w.mode_action == "disable_mig":
+            for a in w.destroy_actions():
+                _run(a, completed, gpu_state.destroy_instance, nvml, idx, a["gpu_instance_id"])
+            a = w.mode_actions()[0]
+            res = _run(a, completed, gpu_state.set_mig_mode, nvml, idx, False)
+            if res and res.get("current"):
+                waiting.add(idx)
+            continue
+        active = bool(w.gpu.get("mig_mode_current"))
+        if w.mode_action == "enable_mig":
+            a = w.mode_actions()[0]
+            res = _run(a, completed, gpu_state.set_mig_mode, nvml, idx, True)
+            active = bool(res and res.get("current"))
+        if not active:
+            waiting.add(idx)
+            continue
+        for a in w.destroy_actions():
+            _run(a, completed, gpu_state.destroy_instance, nvml, idx, a["gpu_instance_id"])
+        for a in w.create_actions():
+            a.pop("after_reset", None)
+            p = w.pmap[a["profile"]]
+            made = _run(a, completed, gpu_state.create_instance, nvml, idx, p, a["placement"]["start"],
+                        list(a["compute_instances"]))
+            if made:
+                ids = [m.get("gpu_instance_id") for m in made if isinstance(m, dict)]
+                if ids:
+                    a["gpu_instance_id"] = ids[0]
+    return waiting
+
+
+def _run(action, completed, fn, *args):
+    try:
+        out = fn(*args)
+    except GpuOpsError as e:
+        raise _Halt(action, e)
+    done = dict(action)
+    completed.append(done)
+    return out
+
+
+class _Halt(Exception):
+    def __init__(self, action, error):
+        super(_Halt, self).__init__(str(error))
+        self.action = action
+        self.error = error
+
+
+def run_mig_partition(nvml, params, check_mode=False, diff=False):
+    entries = mig_config.entries_from_params(params)
+    force = bool(params.get("force"))
+    before = gpu_state.read_host(nvml)["gpus"]
+    works = plan_host(nvml, before, entries, force=force)
+    planned = []
+    for w in works:
+        planned.extend(w.ordered_actions())
+    # creates that wait for a GPU reset (Ampere mode change pending) are no change of this run
+    changes = [a for a in planned if a["action"] in MUTATING and not a.get("after_reset")]
+    matched = set(w.gpu["index"] for w in works)
+    predicted = dict((w.gpu["index"], w.predict()) for w in works)
+    changed = bool(changes)
+
+    if check_mode or not changed:
+        after = [predicted.get(g["index"], g) for g in before]
+        waiting = set(i for i, g in predicted.items()
+                      if bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending", g.get("mig_mode_current"))))
+    else:
+        completed = []
+        try:
+            waiting = _apply(nvml, works, completed)
+        except _Halt as h:
+            now, read_error = _reread(nvml)
+            failed = dict(h.action)
+            failed["error"] = _err_text(h.error)
+            if isinstance(h.error, NvmlError):
+                failed["nvml_return"] = getattr(h.error, "value", None)
+            seen_failed = False
+            not_attempted = []
+            for a in changes:
+                if _same(a, h.action):
+                    seen_failed = True
+                    continue
+                if seen_failed and not any(_same(a, c) for c in completed):
+                    not_attempted.append(a)
+            details = {"changed": bool(completed), "completed": completed, "failed_action": failed,
+                       "not_attempted": not_attempted, "actions": planned}
+            if now is not None:
+                details["gpus"] = now
+                details["resources"] = resources(now)
+                details["diagram"] = diagram.render(now)
+            else:
+                details["read_error"] = read_error
+            raise GpuOpsError(
+                "MIG partitioning stopped at %s of %s on GPU %s: %s; %d action(s) completed before, %d not "
+                "attempted; the GPUs are reported as they are now, run again to converge"
+                % (h.action["action"], h.action.get("profile") or "MIG mode", h.action["gpu"],
+                   failed["error"], len(completed), len(not_attempted)),
+                **details)
+        after = gpu_state.read_host(nvml)["gpus"]
+        for g in after:
+            if g["index"] in matched and bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending")):
+                waiting.add(g["index"])
+        # layouts waiting for a reset: show the deferred creates as planned, the mode as pending
+        for a in planned:
+            if a["action"] == "create" and a["gpu"] not in waiting:
+                a.pop("after_reset", None)
+    for a in planned:
+        if a["action"] == "create" and a["gpu"] in waiting:
+            a["after_reset"] = True
+
+    result = {
+        "changed": changed,
+        "gpus": after,
+        "actions": planned,
+        "reset_required": bool(waiting),
+        "reset_required_gpus": sorted(waiting),
+        "resources": resources(after),
+        "diagram": diagram.render(after),
+    }
+    if diff:
+        result["diff"] = _diff(before, after, matched)
+    return result
+
+
+def _same(a, b):
+    keys = ("gpu", "action", "profile", "placement", "gpu_instance_id")
+    return all(a.get(k) == b.get(k) for k in keys)

@@ -1,0 +1,298 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mig_partition
+short_description: Declarative MIG partitioning of NVIDIA GPUs with minimal, placement-aware changes
+version_added: "1.0.0"
+description:
+  - Brings the MIG (Multi-Instance GPU) layout of every GPU of a host to the state described by a
+    mig-parted v1 config file (O(config_file) and O(config)) or by the same list of entries given
+    inline as O(layout).
+  - Config files that C(nvidia-mig-parted) accepts are accepted unchanged, including the GPU
+    Operator's C(default-mig-parted-config) (V(all-disabled), V(all-enabled), V(all-1g.10gb),
+    V(all-balanced), ...), with the same validation rules and walk semantics; a GPU that no entry
+    matches is left exactly as it is.
+  - Everything is validated on every GPU before anything changes. An unknown profile, too many
+    instances, a layout whose compute or memory slices or placements do not fit, or an unknown
+    config name fails with a message that names the valid values, and nothing is changed.
+  - Unlike mig-parted, which destroys every instance of a GPU whose profile counts change, the plan is
+    minimal. A GPU instance that is already in the target layout (same GPU instance profile, same
+    compute instances) is kept wherever the rest of the target fits around it, so its workload keeps
+    running. Only the difference is destroyed and created, at explicit placements.
+  - A MIG instance with running processes is never destroyed unless O(force=true).
+  - MIG mode is enabled or disabled where the config says so. On Ampere (A100, A30) the change stays
+    pending until a GPU reset (see M(gpuops.k8s.mig_mode) with O(gpuops.k8s.mig_mode#module:reset=true))
+    and RV(reset_required) is returned; the instances are created by a later run once the mode is
+    active. Hopper and newer GPUs apply the mode at once and the layout is created in the same run.
+  - If an NVML call fails halfway, the module stops and fails with the GPUs as they are now, the
+    actions that completed, the one that failed and those not attempted; running it again converges.
+author:
+  - gpuops.k8s contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s.nvml
+options:
+  config_file:
+    description:
+      - Path, on the managed host, of a mig-parted v1 config file (C(version: v1), C(mig-configs)).
+      - Mutually exclusive with O(layout).
+    type: path
+  config:
+    description:
+      - Name of the config in O(config_file) to apply, for example V(all-1g.10gb) or V(all-balanced)
+        (the value of the C(nvidia.com/mig.config) node label in the GPU Operator).
+      - May be omitted when the file holds exactly one config.
+    type: str
+  layout:
+    description:
+      - The entries of one mig-parted config given inline, with mig-parted's keys and rules.
+      - Mutually exclusive with O(config_file).
+      - Each entry has C(devices) (V(all) or a list of GPU indexes), C(mig-enabled) (bool), C(mig-devices)
+        (a mapping profile to count, required when C(mig-enabled) is true, V({}) means MIG on with no
+        instances) and optionally C(device-filter) (a string or list of C(0xDDDDVVVV) PCI ids, with an
+        optional C(:0xSSSSVVVV) subsystem part).
+      - Profiles are GPU instance profiles such as V(1g.10gb), V(3g.40gb) or V(1g.10gb+me), or compute
+        instance profiles such as V(1c.3g.40gb) (compute instances of one slice inside 3g.40gb GPU
+        instances, packed as mig-parted does).
+    type: list
+    elements: dict
+  force:
+    description:
+      - Destroy MIG instances that have running processes when the target layout needs them gone.
+      - Without it such a plan fails before anything changes and names the busy instances.
+    type: bool
+    default: false
+requirements:
+  - PyYAML for the Python running the module, to read O(config_file) (it comes with ansible-core)
+  - root or CAP_SYS_ADMIN on real GPU hosts to change MIG mode and create or destroy MIG instances
+attributes:
+  check_mode:
+    support: full
+    details: Returns the planned RV(actions) and the predicted layout without calling any NVML setter.
+  diff_mode:
+    support: full
+    details: Shows MIG mode and instances (profile and placement) before and after, per GPU uuid.
+  idempotent:
+    support: full
+    details: A second run with the same config reports no change.
+  platform:
+    platforms: linux
+  action_group:
+    support: full
+    membership:
+      - gpuops.k8s.nvml
+notes:
+  - The module never resets a GPU or reboots a host; use M(gpuops.k8s.mig_mode) with O(gpuops.k8s.mig_mode#module:reset=true)
+    or a reboot handler when RV(reset_required) is true.
+  - Stop GPU clients such as the device plugin, DCGM and dcgm-exporter before changing MIG mode; changing
+    instances only needs the affected instances to be idle.
+seealso:
+  - module: gpuops.k8s.gpu_info
+  - module: gpuops.k8s.mig_mode
+  - module: gpuops.k8s.nvml_simulator
+  - name: mig-parted config format
+    description: NVIDIA's MIG partition editor, whose v1 config files this module reads.
+    link: https://github.com/NVIDIA/mig-parted
+"""
+
+EXAMPLES = r"""
+- name: Apply the GPU Operator's all-1g.10gb config from a mig-parted config file
+  gpuops.k8s.mig_partition:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    config: all-1g.10gb
+
+- name: Two 3g.40gb on GPUs 0-3, one 4g.40gb and three 1g.10gb on the others
+  gpuops.k8s.mig_partition:
+    layout:
+      - devices: [0, 1, 2, 3]
+        mig-enabled: true
+        mig-devices: {"3g.40gb": 2}
+      - devices: [4, 5, 6, 7]
+        mig-enabled: true
+        mig-devices: {"4g.40gb": 1, "1g.10gb": 3}
+
+- name: Preview a change without touching the GPUs
+  gpuops.k8s.mig_partition:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    config: all-balanced
+  check_mode: true
+  register: mig_plan
+
+- name: Show what would be kept, destroyed and created
+  ansible.builtin.debug:
+    var: mig_plan.actions
+
+- name: Only the H100 80GB cards, by PCI id; other GPUs are left as they are
+  gpuops.k8s.mig_partition:
+    layout:
+      - device-filter: "0x233010DE"
+        devices: all
+        mig-enabled: true
+        mig-devices: {"1c.3g.40gb": 3, "4g.40gb": 1}
+
+- name: Repartition even where instances are busy (their processes lose the GPU)
+  gpuops.k8s.mig_partition:
+    layout:
+      - devices: all
+        mig-enabled: true
+        mig-devices: {"7g.80gb": 1}
+    force: true
+
+- name: Print the slice diagram
+  gpuops.k8s.mig_partition:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    config: all-3g.40gb
+  register: mig
+- name: Show the layout
+  ansible.builtin.debug:
+    var: mig.diagram
+"""
+
+RETURN = r"""
+actions:
+  description:
+    - The plan, in the order it is executed per GPU. V(keep) entries are instances left running;
+      V(set_mig_mode), V(destroy) and V(create) are changes.
+    - In check mode the same list is returned and nothing is executed.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    gpu:
+      description: GPU index.
+      type: int
+      sample: 0
+    uuid:
+      description: GPU uuid.
+      type: str
+      sample: GPU-5d3a0d6e-1c1b-4c7e-9f00-3b8f1f0a4c21
+    action:
+      description: V(keep), V(set_mig_mode), V(destroy) or V(create).
+      type: str
+      sample: create
+    enabled:
+      description: The MIG mode requested (set_mig_mode).
+      type: bool
+      sample: true
+    profile:
+      description: GPU instance profile (keep, destroy, create).
+      type: str
+      sample: 3g.40gb
+    placement:
+      description: Placement in memory slices (keep, destroy, create).
+      type: dict
+      sample: {start: 4, size: 4}
+    gpu_instance_id:
+      description: NVML GPU instance id (keep, destroy; create once done).
+      type: int
+      sample: 2
+    compute_instances:
+      description: Compute slices of each compute instance created in the GPU instance (create).
+      type: list
+      elements: int
+      sample: [3]
+    mig_devices:
+      description: Names of the MIG devices of the instance, one per compute instance.
+      type: list
+      elements: str
+      sample: [1c.3g.40gb, 1c.3g.40gb, 1c.3g.40gb]
+    busy:
+      description: Whether processes run on the instance (keep, destroy).
+      type: bool
+      sample: false
+    forced:
+      description: A busy instance destroyed because of O(force=true) (destroy).
+      type: bool
+      sample: false
+    after_reset:
+      description: The instance is created by a later run, once a pending MIG mode change is active (create).
+      type: bool
+      sample: true
+  sample:
+    - {gpu: 0, action: keep, profile: 3g.40gb, placement: {start: 4, size: 4}, gpu_instance_id: 2, busy: true}
+    - {gpu: 0, action: destroy, profile: 2g.20gb, placement: {start: 0, size: 2}, gpu_instance_id: 5, busy: false}
+    - {gpu: 0, action: create, profile: 1g.10gb, placement: {start: 0, size: 1}, compute_instances: [1]}
+gpus:
+  description: Every GPU of the host after the run (predicted in check mode), in the shape of M(gpuops.k8s.gpu_info).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - index: 0
+      uuid: GPU-5d3a0d6e-1c1b-4c7e-9f00-3b8f1f0a4c21
+      model: a100_80gb
+      mig_mode_current: true
+      mig_mode_pending: true
+      instances:
+        - {profile: 3g.40gb, placement: {start: 4, size: 4}, gpu_instance_id: 2, compute_instance_id: 0}
+reset_required:
+  description: A MIG mode change is pending until a GPU reset (Ampere); the layout of those GPUs is applied by a later run.
+  returned: always
+  type: bool
+  sample: false
+reset_required_gpus:
+  description: Indexes of the GPUs waiting for a reset.
+  returned: always
+  type: list
+  elements: int
+  sample: []
+resources:
+  description:
+    - Kubernetes extended resources the NVIDIA device plugin advertises for this host with the mixed MIG
+      strategy; a GPU without MIG (or with MIG disabled) counts as V(nvidia.com/gpu).
+  returned: always
+  type: dict
+  sample: {"nvidia.com/mig-1g.10gb": 56}
+diagram:
+  description: One line per GPU picturing its memory slices and the instances on them (V(*) = busy, V(·) = free).
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "GPU0 a100_80gb [3g.40gb                            |2g.20gb          |1g.10gb |1g.10gb ]  7/7 compute"
+diff:
+  description: MIG mode and instances before and after, keyed by GPU uuid (with O(diff)).
+  returned: when diff mode is on
+  type: dict
+  sample:
+    before: {GPU-5d3a: {index: 0, mig_mode_current: true, instances: ["7g.80gb @0:8"]}}
+    after: {GPU-5d3a: {index: 0, mig_mode_current: true, instances: ["3g.40gb @0:4", "3g.40gb @4:4"]}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils import mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils import nvml
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            config_file=dict(type="path"),
+            config=dict(type="str"),
+            layout=dict(type="list", elements="dict"),
+            force=dict(type="bool", default=False),
+            simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
+        ),
+        mutually_exclusive=[("config_file", "layout")],
+        required_one_of=[("config_file", "layout")],
+        required_by={"config": "config_file"},
+        supports_check_mode=True,
+    )
+    try:
+        with nvml.open_nvml(module.params["simulator"]) as backend:
+            result = mig_engine.run_mig_partition(backend, module.params, check_mode=module.check_mode,
+                                                  diff=module._diff)
+    except GpuOpsError as e:
+        module.fail_json(msg=e.msg, **e.details)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
