@@ -1,0 +1,14 @@
+# Molecule scenarios of the host roles (molecule/<role>/), in Debian 12 containers under podman.
+# `make molecule` installs podman/runc/debootstrap when missing, builds the base image once
+# (hack/molecule-setup.sh) and runs each scenario (converge, idempotence, verify), timing each.
+MOLECULE_SCENARIOS ?= nvidia_driver container_toolkit mig
+TEST_TARGETS += molecule
+
+.PHONY: molecule molecule-setup
+
+molecule-setup:
+	@CONTAINERS_CONF=$(TOP)/molecule/containers.conf hack/molecule-setup.sh
+
+molecule: venv collections molecule-setup
+	@CONTAINERS_CONF=$(TOP)/molecule/containers.conf XDG_CACHE_HOME=$(TOP)/.cache \
+	  MOLECULE_GLOB='molecule/*/molecule.yml' hack/molecule-run.sh $(MOLECULE_SCENARIOS)
