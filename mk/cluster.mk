@@ -1,0 +1,35 @@
+# Local Kubernetes control plane (docs/local-cluster.md): etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok, built from Go modules by hack/k8s/build.sh into
+# ~/.cache/gpuops/k8s/<version>/bin and started on 127.0.0.1.
+#   make k8s-build      build what is missing (cold: tens of minutes on 2 cores; then cached)
+#   make cluster-up     start (or reuse) the cluster in .cache/cluster with the kwok GPU nodes of
+#                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
+#   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
+#   make e2e            the e2e tests (tests/e2e) on a real cluster; fails if Go or the build is missing
+# GPUOPS_SKIP_E2E=1 opts out of `make e2e` explicitly (for people without Go; CI never sets it).
+
+.PHONY: k8s-build cluster-up cluster-down cluster-status e2e
+
+TEST_TARGETS += e2e
+CLUSTER_PY = $(VENV)/bin/python tests/e2e/lib/cluster.py
+
+k8s-build:
+	@hack/k8s/build.sh
+
+cluster-up: venv k8s-build
+	@$(CLUSTER_PY) up
+
+cluster-down:
+	@$(CLUSTER_PY) down
+
+cluster-status:
+	@$(CLUSTER_PY) status
+
+e2e: venv collections
+	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then \
+	  echo "e2e: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
+	if ! command -v go >/dev/null; then \
+	  echo "e2e: FAILED: Go is not installed; the local Kubernetes control plane is built from Go modules" \
+	       "(install Go >= 1.26, or set GPUOPS_SKIP_E2E=1 to opt out)" >&2; exit 1; fi; \
+	hack/k8s/build.sh || { echo "e2e: FAILED: hack/k8s/build.sh could not build the control plane" >&2; exit 1; }; \
+	python -m pytest -q -p no:cacheprovider tests/e2e

@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real local Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok (fake nodes), built from Go modules by hack/k8s/build.sh.
+
+Used by ``make cluster-up`` / ``make cluster-down`` (the CLI at the bottom) and by the pytest
+fixture ``k8s_cluster`` (tests/e2e/conftest.py). Everything lives in one state directory:
+
+    <state>/pki/          CA, serving and client certificates, service-account keys
+    <state>/kubeconfig    admin kubeconfig (system:masters), certificates embedded
+    <state>/etcd/         etcd data (removed by stop())
+    <state>/logs/         one log per component (kept after stop() for post-mortems)
+    <state>/state.json    ports, PIDs and the API URL of the running cluster
+
+Only processes this code started are stopped, by PID, after checking that the PID still runs the
+binary it started with this state directory on its command line.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BUILD_SCRIPT = os.path.join(TOP, "hack", "k8s", "build.sh")
+DEFAULT_STATE_DIR = os.path.join(TOP, ".cache", "cluster")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SERVICE_CIDR = "10.96.0.0/16"  # virtual IPs inside API objects only; no traffic goes there
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+class ClusterError(Exception):
+    pass
+
+
+def bin_dir(check=True):
+    """The directory holding the built binaries; ClusterError with the build's reason when missing."""
+    if not os.path.exists(BUILD_SCRIPT):
+        raise ClusterError("%s is missing" % BUILD_SCRIPT)
+    args = [BUILD_SCRIPT, "--check" if check else "--bin-dir"]
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if proc.returncode != 0:
+        raise ClusterError(proc.stderr.strip() or proc.stdout.strip() or "hack/k8s/build.sh --check failed")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def build(stream=None):
+    """Run hack/k8s/build.sh (builds what is missing; prints progress)."""
+    proc = subprocess.run([BUILD_SCRIPT], stdout=stream, stderr=stream)
+    if proc.returncode != 0:
+        raise ClusterError("hack/k8s/build.sh failed with exit code %d" % proc.returncode)
+    return bin_dir()
+
+
+def free_ports(count):
+    socks, ports = [], []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+# --------------------------------------------------------------------------------------------- PKI
+
+def _pki(pki_dir):
+    """Create (once) a CA, the API server's serving certificate, client certificates and SA keys."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    import ipaddress
+
+    done = os.path.join(pki_dir, ".complete")
+    if os.path.exists(done):
+        return
+    os.makedirs(pki_dir, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    years = datetime.timedelta(days=3650)
+
+    def key():
+        return ec.generate_private_key(ec.SECP256R1())
+
+    def write_key(name, k):
+        with open(os.path.join(pki_dir, name), "wb") as f:
+            f.write(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
+        os.chmod(os.path.join(pki_dir, name), 0o600)
+
+    def write_cert(name, c):
+        with open(os.path.join(pki_dir, name), "wb") as f:
+            f.write(c.public_bytes(serialization.Encoding.PEM))
+
+    def subject(cn, org=None):
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+        if org:
+            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+        return x509.Name(attrs)
+
+    ca_key = key()
+    ca_name = subject("gpuops-local-ca")
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now).not_valid_after(now + years)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False,
+                                       data_encipherment=False, key_agreement=False, encipher_only=False,
+                                       decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    write_key("ca.key", ca_key)
+    write_cert("ca.crt", ca)
+
+    def leaf(name, cn, org=None, server=False):
+        k = key()
+        b = (x509.CertificateBuilder().subject_name(subject(cn, org)).issuer_name(ca_name)
+             .public_key(k.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now).not_valid_after(now + years)
+             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True))
+        if server:
+            b = b.add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
+                x509.DNSName("kubernetes.default.svc"), x509.DNSName("kubernetes.default.svc.cluster.local"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                x509.IPAddress(ipaddress.ip_address("10.96.0.1"))]), critical=False)
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        else:
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        write_key(name + ".key", k)
+        write_cert(name + ".crt", b.sign(ca_key, hashes.SHA256()))
+
+    leaf("apiserver", "kube-apiserver", server=True)
+    leaf("admin", "gpuops-admin", "system:masters")
+    leaf("controller-manager", "system:kube-controller-manager")
+    leaf("scheduler", "system:kube-scheduler")
+    leaf("kwok", "gpuops-kwok", "system:masters")
+    sa = key()
+    write_key("sa.key", sa)
+    with open(os.path.join(pki_dir, "sa.pub"), "wb") as f:
+        f.write(sa.public_key().public_bytes(serialization.Encoding.PEM,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo))
+    with open(done, "w") as f:
+        f.write("ok\n")
+
+
+def _kubeconfig(path, server, pki_dir, user):
+    import base64
+
+    def b64(name):
+        with open(os.path.join(pki_dir, name), "rb") as f:
+            return base64.b64encode(f.read()).decode()
+
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "gpuops-local",
+        "clusters": [{"name": "gpuops-local", "cluster": {"server": server,
+                                                          "certificate-authority-data": b64("ca.crt")}}],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(user + ".crt"),
+                                          "client-key-data": b64(user + ".key")}}],
+        "contexts": [{"name": "gpuops-local", "context": {"cluster": "gpuops-local", "user": user,
+                                                          "namespace": "default"}}],
+    }
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(cfg, f, indent=2)  # JSON is YAML: kubectl, client-go and the Python client read it
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------ cluster
+
+class LocalCluster(object):
+    """One control plane in ``state_dir``. ``start()`` / ``stop()``; ``kubeconfig`` and ``api_url``."""
+
+    def __init__(self, state_dir=DEFAULT_STATE_DIR, binaries=None, log=None):
+        self.state_dir = os.path.abspath(state_dir)
+        self.pki_dir = os.path.join(self.state_dir, "pki")
+        self.log_dir = os.path.join(self.state_dir, "logs")
+        self.kubeconfig = os.path.join(self.state_dir, "kubeconfig")
+        self.state_file = os.path.join(self.state_dir, "state.json")
+        self._binaries = binaries
+        self._log = log or (lambda msg: sys.stderr.write(msg + "\n"))
+        self.state = self._read_state()
+        self.started_here = False
+
+    # -- state
+    def _read_state(self):
+        try:
+            with open(self.state_file) as f:
+                return json.load(f)
+        except (IOError, OSError, ValueError):
+            return {}
+
+    def _write_state(self):
+        tmp = self.state_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.state, f, indent=2, sort_keys=True)
+        os.replace(tmp, self.state_file)
+
+    @property
+    def api_url(self):
+        return self.state.get("api_url")
+
+    @property
+    def binaries(self):
+        if self._binaries is None:
+            self._binaries = bin_dir()
+        return self._binaries
+
+    # -- processes
+    def _alive(self, name):
+        """True when the recorded PID still runs the binary we started for this state dir."""
+        pid = self.state.get("pids", {}).get(name)
+        if not pid:
+            return False
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except (IOError, OSError):
+            return False
+        exe = os.path.join(self.state.get("binaries", ""), name)
+        return bool(argv) and argv[0].decode(errors="replace") == exe and any(
+            self.state_dir.encode() in a for a in argv[1:])
+
+    def running(self):
+        """All five components alive and the API server ready."""
+        if not self.state.get("pids"):
+            return False
+        if not all(self._alive(c) for c in COMPONENTS):
+            return False
+        return self._ready(timeout=3)
+
+    def _spawn(self, name, args):
+        log_path = os.path.join(self.log_dir, name + ".log")
+        logf = open(log_path, "ab")
+        argv = [os.path.join(self.binaries, name)] + args
+        logf.write(("\n# %s %s\n" % (datetime.datetime.now().isoformat(), " ".join(argv))).encode())
+        logf.flush()
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=self.state_dir, start_new_session=True, close_fds=True)
+        logf.close()
+        self.state.setdefault("pids", {})[name] = proc.pid
+        self._write_state()
+        self._procs[name] = proc
+        return proc
+
+    def _check_exited(self, name):
+        proc = self._procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            raise ClusterError("%s exited with code %s during start-up; see %s"
+                               % (name, proc.returncode, os.path.join(self.log_dir, name + ".log")))
+
+    def _wait(self, name, probe, timeout):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            self._check_exited(name)
+            try:
+                if probe():
+                    return
+            except Exception as e:  # probe failures are expected while the component starts
+                last = e
+            time.sleep(0.2)
+        raise ClusterError("%s not ready after %ss (%s); see %s"
+                           % (name, timeout, last, os.path.join(self.log_dir, name + ".log")))
+
+    @staticmethod
+    def _https_ok(url, context):
+        with urllib.request.urlopen(url, context=context, timeout=2) as r:
+            return r.status == 200
+
+    def _admin_ssl(self):
+        ctx = ssl.create_default_context(cafile=os.path.join(self.pki_dir, "ca.crt"))
+        ctx.load_cert_chain(os.path.join(self.pki_dir, "admin.crt"), os.path.join(self.pki_dir, "admin.key"))
+        return ctx
+
+    def _ready(self, timeout=60):
+        url = (self.api_url or "") + "/readyz"
+        if not self.api_url:
+            return False
+        try:
+            return self._https_ok(url, self._admin_ssl())
+        except Exception:
+            return False
+
+    # -- start / stop
+    def start(self, timeout=90):
+        """Start the control plane (or reuse the one already running in this state dir)."""
+        if self.running():
+            self._log("cluster already running: %s" % self.api_url)
+            return self
+        if self.state.get("pids"):
+            self._log("stale cluster state in %s: stopping what is left" % self.state_dir)
+            self.stop(keep_logs=True)
+        t0 = time.time()
+        binaries = self.binaries
+        os.makedirs(self.log_dir, exist_ok=True)
+        for c in COMPONENTS:
+            open(os.path.join(self.log_dir, c + ".log"), "w").close()
+        _pki(self.pki_dir)
+        self._procs = {}
+        etcd_client, etcd_peer, api, kcm, sched, kwok = free_ports(6)
+        self.state = {"api_url": "https://127.0.0.1:%d" % api, "binaries": binaries,
+                      "ports": {"etcd": etcd_client, "etcd-peer": etcd_peer, "kube-apiserver": api,
+                                "kube-controller-manager": kcm, "kube-scheduler": sched, "kwok": kwok},
+                      "pids": {}, "started": time.time()}
+        self._write_state()
+        self.started_here = True
+        try:
+            self._start_all(etcd_client, etcd_peer, api, kcm, sched, kwok)
+        except BaseException:
+            self.stop(keep_logs=True)
+            raise
+        self.state["ready_after_s"] = round(time.time() - t0, 1)
+        self._write_state()
+        self._log("cluster ready in %.1fs: %s" % (time.time() - t0, self.api_url))
+        return self
+
+    def _start_all(self, etcd_client, etcd_peer, api, kcm, sched, kwok_port):
+        pki = self.pki_dir
+        p = lambda n: os.path.join(pki, n)  # noqa: E731
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+
+        # etcd: plain HTTP on loopback, no fsync (test data only)
+        etcd_data = os.path.join(self.state_dir, "etcd")
+        shutil.rmtree(etcd_data, ignore_errors=True)
+        self._spawn("etcd", [
+            "--name=gpuops-local", "--data-dir=" + etcd_data,
+            "--listen-client-urls=http://127.0.0.1:%d" % etcd_client,
+            "--advertise-client-urls=http://127.0.0.1:%d" % etcd_client,
+            "--listen-peer-urls=http://127.0.0.1:%d" % etcd_peer,
+            "--initial-advertise-peer-urls=http://127.0.0.1:%d" % etcd_peer,
+            "--initial-cluster=gpuops-local=http://127.0.0.1:%d" % etcd_peer,
+            "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=2147483648",
+        ])
+        self._wait("etcd", lambda: urllib.request.urlopen(
+            "http://127.0.0.1:%d/health" % etcd_client, timeout=2).status == 200, 30)
+
+        self._spawn("kube-apiserver", [
+            "--etcd-servers=http://127.0.0.1:%d" % etcd_client,
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=%d" % api,
+            "--tls-cert-file=" + p("apiserver.crt"), "--tls-private-key-file=" + p("apiserver.key"),
+            "--client-ca-file=" + p("ca.crt"),
+            "--service-account-key-file=" + p("sa.pub"), "--service-account-signing-key-file=" + p("sa.key"),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=" + SERVICE_CIDR,
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,Priority,"
+            "DefaultTolerationSeconds,PodSecurity,ResourceQuota,NodeRestriction,TaintNodesByCondition,"
+            "RuntimeClass,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook",
+            "--allow-privileged=true",
+            # no kubelet answers for 127.0.0.1, so keep the 'kubernetes' Service without endpoints
+            "--endpoint-reconciler-type=none",
+            "--profiling=false", "--v=1",
+        ])
+        self._wait("kube-apiserver", lambda: self._ready(), 60)
+
+        for user, port in (("controller-manager", kcm), ("scheduler", sched), ("kwok", kwok_port)):
+            _kubeconfig(os.path.join(self.state_dir, user + ".kubeconfig"), self.api_url, pki, user)
+        _kubeconfig(self.kubeconfig, self.api_url, pki, "admin")
+
+        kcm_cfg = os.path.join(self.state_dir, "controller-manager.kubeconfig")
+        self._spawn("kube-controller-manager", [
+            "--kubeconfig=" + kcm_cfg, "--authentication-kubeconfig=" + kcm_cfg,
+            "--authorization-kubeconfig=" + kcm_cfg,
+            "--bind-address=127.0.0.1", "--secure-port=%d" % kcm,
+            "--cert-dir=" + os.path.join(self.state_dir, "controller-manager"),
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            "--service-account-private-key-file=" + p("sa.key"), "--root-ca-file=" + p("ca.crt"),
+            "--cluster-signing-cert-file=" + p("ca.crt"), "--cluster-signing-key-file=" + p("ca.key"),
+            "--service-cluster-ip-range=" + SERVICE_CIDR,
+            # every default controller: namespace, garbagecollector, resourcequota, deployment,
+            # replicaset, daemonset, job, cronjob, horizontalpodautoscaling, nodelifecycle, ...
+            "--controllers=*",
+            "--concurrent-gc-syncs=5", "--horizontal-pod-autoscaler-sync-period=5s",
+            "--node-monitor-grace-period=50s", "--v=1",
+        ])
+        self._spawn("kube-scheduler", [
+            "--kubeconfig=" + os.path.join(self.state_dir, "scheduler.kubeconfig"),
+            "--authentication-kubeconfig=" + os.path.join(self.state_dir, "scheduler.kubeconfig"),
+            "--authorization-kubeconfig=" + os.path.join(self.state_dir, "scheduler.kubeconfig"),
+            "--bind-address=127.0.0.1", "--secure-port=%d" % sched,
+            "--cert-dir=" + os.path.join(self.state_dir, "scheduler"),
+            "--leader-elect=false", "--v=1",
+        ])
+        self._spawn("kwok", [
+            "--kubeconfig=" + os.path.join(self.state_dir, "kwok.kubeconfig"),
+            # manage only the fake nodes we create (annotation kwok.x-k8s.io/node=fake)
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=%s=fake" % KWOK_NODE_ANNOTATION,
+            "--node-lease-duration-seconds=40",
+            "--server-address=127.0.0.1:%d" % kwok_port,
+            "--cidr=10.244.0.0/16", "--node-ip=10.240.0.1",
+        ])
+        self._wait("kube-controller-manager", lambda: self._https_ok(
+            "https://127.0.0.1:%d/healthz" % kcm, insecure), 60)
+        self._wait("kube-scheduler", lambda: self._https_ok(
+            "https://127.0.0.1:%d/healthz" % sched, insecure), 60)
+        self._wait("kwok", lambda: urllib.request.urlopen(
+            "http://127.0.0.1:%d/healthz" % kwok_port, timeout=2).status == 200, 60)
+        # the default ServiceAccount in "default" shows the controller-manager works end to end
+        self._wait("kube-controller-manager", self._default_sa_exists, 60)
+
+    def _default_sa_exists(self):
+        from kubernetes import client, config
+        api = client.CoreV1Api(config.new_client_from_config(self.kubeconfig))
+        api.read_namespaced_service_account("default", "default")
+        return True
+
+    def stop(self, keep_logs=True, timeout=20):
+        """Stop the processes we started (by PID) and remove everything but the logs."""
+        pids = self.state.get("pids", {})
+        alive = [c for c in reversed(COMPONENTS) if self._alive(c)]
+        for c in alive:
+            try:
+                os.kill(pids[c], signal.SIGTERM)
+            except OSError:
+                pass
+        deadline = time.time() + timeout
+        for c in alive:
+            while time.time() < deadline and self._alive(c) and not self._reaped(pids[c]):
+                time.sleep(0.1)
+            if self._alive(c) and not self._reaped(pids[c]):
+                try:
+                    os.kill(pids[c], signal.SIGKILL)
+                except OSError:
+                    pass
+                self._reaped(pids[c], block=True)
+        for name in os.listdir(self.state_dir) if os.path.isdir(self.state_dir) else []:
+            if keep_logs and name == "logs":
+                continue
+            path = os.path.join(self.state_dir, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
+        if not keep_logs:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.state = {}
+        return alive
+
+    def _reaped(self, pid, block=False):
+        """Reap our own child (pytest fixture case); True when it is gone."""
+        proc = getattr(self, "_procs", {})
+        for p in proc.values():
+            if p.pid == pid:
+                if block:
+                    p.wait(5)
+                return p.poll() is not None
+        if not os.path.exists("/proc/%d" % pid):
+            return True
+        try:  # a zombie of ours counts as gone
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().split(")")[-1].split()[0] == "Z"
+        except (IOError, OSError):
+            return True
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("action", choices=["up", "down", "status"])
+    ap.add_argument("--state-dir", default=os.environ.get("GPUOPS_CLUSTER_DIR", DEFAULT_STATE_DIR))
+    ap.add_argument("--fleet", default=os.environ.get("GPUOPS_CLUSTER_FLEET",
+                                                      os.path.join(TOP, "inventories", "sim", "hosts.yml")),
+                    help="inventory whose hosts with gpuops_sim_gpus become kwok GPU nodes ('' for none)")
+    args = ap.parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    cluster = LocalCluster(args.state_dir, log=log)
+    try:
+        if args.action == "up":
+            cluster.start()
+            if args.fleet:
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                import gpu_nodes
+                nodes = gpu_nodes.apply_fleet(cluster.kubeconfig, gpu_nodes.fleet_from_inventory(args.fleet))
+                log("kwok GPU nodes from %s: %s" % (args.fleet, ", ".join(sorted(nodes))))
+            print("export KUBECONFIG=%s" % cluster.kubeconfig, flush=True)
+        elif args.action == "down":
+            stopped = cluster.stop(keep_logs=True)
+            log("stopped: %s (logs kept in %s)" % (", ".join(stopped) or "nothing was running", cluster.log_dir))
+        else:
+            if cluster.running():
+                print("running: %s\nexport KUBECONFIG=%s" % (cluster.api_url, cluster.kubeconfig))
+            else:
+                print("not running")
+                return 1
+    except ClusterError as e:
+        log("error: %s" % e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kwok GPU nodes for the local cluster, labelled as GPU Feature Discovery would and advertising
+``nvidia.com/*`` capacity as the device plugin would (the facts come from
+``plugins/module_utils/gpu_node_labels.py``; the Kubernetes calls go through the official Python
+client, the same library kubernetes.core uses).
+
+    from lib import gpu_nodes
+    api = gpu_nodes.core_api(kubeconfig)
+    gpu_nodes.ensure_node(api, "dgx-a100-01", gpus=[{"model": "a100_80gb", "count": 8}],
+                          mig_strategy="mixed", mig_config={"1g.10gb": 7})
+    # after a MIG change, act as the device plugin: same call with the new layout
+"""
+
+import os
+import sys
+
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_COLLECTIONS = os.path.join(TOP, ".build", "collections")
+_link = os.path.join(_COLLECTIONS, "ansible_collections", "gpuops", "k8s")
+if not os.path.exists(_link):
+    os.makedirs(os.path.dirname(_link), exist_ok=True)
+    os.symlink(TOP, _link)
+if _COLLECTIONS not in sys.path:
+    sys.path.insert(0, _COLLECTIONS)
+
+from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_node_labels  # noqa: E402
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+DEFAULT_NODE_RESOURCES = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "2Ti"}
+
+
+def core_api(kubeconfig):
+    from kubernetes import client, config
+    return client.CoreV1Api(config.new_client_from_config(kubeconfig))
+
+
+def fleet_from_inventory(path):
+    """Hosts of an inventory YAML file that carry ``gpuops_sim_gpus`` -> {name: node spec}.
+
+    Optional host vars: ``gpuops_sim_mig_strategy`` (none|single|mixed), ``gpuops_sim_mig_config``
+    (mig-parted entries or {profile: count}), ``gpuops_sim_sharing`` ({strategy, replicas}).
+    """
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    fleet = {}
+
+    def walk(group, inherited):
+        gvars = dict(inherited)
+        gvars.update(group.get("vars") or {})
+        for name, hvars in (group.get("hosts") or {}).items():
+            merged = dict(gvars)
+            merged.update(hvars or {})
+            if merged.get("gpuops_sim_gpus"):
+                fleet[name] = {
+                    "gpus": merged["gpuops_sim_gpus"],
+                    "mig_strategy": merged.get("gpuops_sim_mig_strategy", "none"),
+                    "mig_config": merged.get("gpuops_sim_mig_config"),
+                    "sharing": merged.get("gpuops_sim_sharing"),
+                    "driver_version": merged.get("gpuops_sim_driver_version"),
+                }
+        for child in (group.get("children") or {}).values():
+            walk(child or {}, gvars)
+
+    for group in data.values():
+        walk(group or {}, {})
+    return fleet
+
+
+def node_manifest(name, state, labels=None, resources=None):
+    """A kwok-managed Node (created with its status: nodes keep status on create)."""
+    res = dict(DEFAULT_NODE_RESOURCES)
+    res.update(resources or {})
+    res.update(state["capacity"] if state else {})
+    all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  "type": "kwok"}
+    all_labels.update(labels or {})
+    all_labels.update(state["labels"] if state else {})
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels, "annotations": {KWOK_ANNOTATION: "fake"}},
+        "spec": {},
+        "status": {"capacity": dict(res), "allocatable": dict(res)},
+    }
+
+
+def ensure_node(api, name, gpus=None, mig_strategy="none", mig_config=None, sharing=None, gpu_facts=None,
+                driver_version=None, labels=None, resources=None):
+    """Create or update one kwok GPU node; returns the changes made ({} when nothing changed).
+
+    Labels go through the Node object, capacity/allocatable through the ``nodes/status``
+    subresource (an update of the Node itself keeps the old status, as for any kubelet).
+    """
+    from kubernetes.client.rest import ApiException
+
+    state = None
+    if gpus or gpu_facts:
+        state = gpu_node_labels.node_gpu_state(gpus=gpus, mig_strategy=mig_strategy, mig_config=mig_config,
+                                               sharing=sharing, gpu_facts=gpu_facts,
+                                               driver_version=driver_version)
+    try:
+        node = api.read_node(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        api.create_node(node_manifest(name, state, labels, resources))
+        return {"created": name}
+    desired = state or {"labels": {}, "capacity": {}}
+    if labels:
+        desired = {"labels": dict(desired["labels"], **labels), "capacity": desired["capacity"]}
+    changes = gpu_node_labels.node_changes(node.metadata.labels, node.status.capacity, desired)
+    if changes["labels"]:
+        api.patch_node(name, {"metadata": {"labels": changes["labels"]}})
+    if changes["capacity"]:
+        api.patch_node_status(name, {"status": {"capacity": changes["capacity"],
+                                                "allocatable": changes["capacity"]}})
+    return dict((k, v) for k, v in changes.items() if v)
+
+
+def plain_node(api, name, labels=None, resources=None):
+    """A kwok node without GPUs (for 'lands only on GPU nodes' checks)."""
+    return ensure_node(api, name, labels=labels, resources=resources)
+
+
+def delete_node(api, name):
+    from kubernetes.client.rest import ApiException
+    try:
+        api.delete_node(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def apply_fleet(kubeconfig, fleet):
+    """ensure_node for every host of ``fleet`` (from fleet_from_inventory); returns the node names."""
+    api = core_api(kubeconfig)
+    for name, spec in fleet.items():
+        ensure_node(api, name, **spec)
+    return list(fleet)
