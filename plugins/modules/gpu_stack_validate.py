@@ -1,0 +1,228 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_stack_validate
+short_description: Validate and normalize the inputs of the Kubernetes GPU stack roles
+version_added: "0.1.0"
+description:
+  - Checks the inputs of the P(gpuops.k8s.device_plugin#role), P(gpuops.k8s.dcgm_exporter#role),
+    P(gpuops.k8s.gpu_tenancy#role) and P(gpuops.k8s.gpu_autoscaling#role) roles before any Kubernetes object changes,
+    and returns them normalized for the role templates.
+  - Device plugin configs are checked field by field against the device plugin v0.20.0 config file (C(version=v1)),
+    MIG strategy, device list strategy, time-slicing and MPS replicas (at least 2), mutually exclusive sharing modes,
+    MPS restrictions, per-node config labels that name an existing config.
+  - Tenant quotas only keep C(requests.<resource>) keys for GPU resources, because Kubernetes never enforces
+    C(limits.) or bare keys for extended resources; such keys are converted and a warning is emitted. MIG resource
+    names are checked against the GPU catalog.
+  - With O(nodes), the sum of the tenant GPU quotas per resource is compared with the cluster's allocatable GPUs and
+    MIG slices; O(capacity_policy) decides whether an overcommit fails or warns.
+  - PriorityClass C(value) and C(preemptionPolicy) are immutable; a change is refused, or planned as a replacement
+    with O(priority_class_change_policy=replace).
+  - HPA bounds, behavior windows and periods are checked against the autoscaling/v2 API limits.
+  - This module only computes; it talks to no API server and changes nothing.
+author:
+  - gpuops.k8s maintainers (@gpuops)
+options:
+  component:
+    description: Which role's inputs to validate.
+    type: str
+    required: true
+    choices: [device_plugin, dcgm_exporter, tenancy, autoscaling]
+  configs:
+    description: Named device plugin configs (name -> config file content), for O(component=device_plugin).
+    type: dict
+  default_config:
+    description: The config nodes without the C(nvidia.com/device-plugin.config) label use.
+    type: str
+    default: default
+  node_configs:
+    description: Node name -> config name, the label values the role sets on nodes.
+    type: dict
+  gfd_enabled:
+    description: Whether GPU Feature Discovery is deployed (MPS needs it).
+    type: bool
+    default: true
+  mps_root:
+    description: Host directory of the MPS control daemon pipes and shm.
+    type: str
+    default: /run/nvidia/mps
+  metrics:
+    description: DCGM exporter metrics, a list of C({field, type, help}), for O(component=dcgm_exporter).
+    type: list
+    elements: dict
+  tenants:
+    description: Tenants for O(component=tenancy) (see the P(gpuops.k8s.gpu_tenancy#role) role).
+    type: list
+    elements: dict
+  priority_classes:
+    description: PriorityClasses, name -> C({value, preemption_policy, description, global_default}).
+    type: dict
+  existing_priority_classes:
+    description: The PriorityClass objects that exist now (from M(kubernetes.core.k8s_info)).
+    type: list
+    elements: dict
+  priority_class_change_policy:
+    description: What to do when an existing class would change its immutable value or preemption policy.
+    type: str
+    choices: [fail, replace]
+    default: fail
+  nodes:
+    description:
+      - Node objects (from M(kubernetes.core.k8s_info)) for the capacity check. Without it no capacity check runs.
+    type: list
+    elements: dict
+  capacity_policy:
+    description: What to do when tenant GPU quotas exceed the cluster's allocatable GPUs or MIG slices.
+    type: str
+    choices: [fail, warn, ignore]
+    default: fail
+  hpas:
+    description: HPA definitions for O(component=autoscaling) (see the P(gpuops.k8s.gpu_autoscaling#role) role).
+    type: list
+    elements: dict
+attributes:
+  check_mode:
+    support: full
+    description: Computes the same result in check mode; it never changes anything.
+  diff_mode:
+    support: none
+    description: Nothing to diff; the roles' M(kubernetes.core.k8s) tasks show the object diffs.
+  platform:
+    platforms: posix
+    description: Runs on the controller (or any host with Python); needs no Kubernetes client.
+notes:
+  - Facts used for the checks are in C(docs/k8s-stack.md).
+seealso:
+  - module: kubernetes.core.k8s
+"""
+
+EXAMPLES = r"""
+- name: Validate device plugin configs before applying them
+  gpuops.k8s.gpu_stack_validate:
+    component: device_plugin
+    default_config: default
+    configs:
+      default:
+        version: v1
+        flags: {migStrategy: none}
+      a100-mixed:
+        version: v1
+        flags: {migStrategy: mixed}
+      ts4:
+        version: v1
+        sharing:
+          timeSlicing:
+            resources:
+              - {name: nvidia.com/gpu, replicas: 4}
+    node_configs:
+      dgx-a100-01: a100-mixed
+  register: plan
+
+- name: Check tenant quotas against the cluster
+  gpuops.k8s.gpu_stack_validate:
+    component: tenancy
+    tenants:
+      - name: team-a
+        quota:
+          hard:
+            requests.nvidia.com/gpu: 4
+            requests.nvidia.com/mig-1g.10gb: 8
+    nodes: "{{ (lookup('kubernetes.core.k8s', kind='Node', wantlist=True)) }}"
+    capacity_policy: warn
+  register: tenancy
+"""
+
+RETURN = r"""
+device_plugin:
+  description: Normalized device plugin configs and a summary per config.
+  returned: O(component=device_plugin)
+  type: dict
+  sample: {"configs": {"default": {"version": "v1", "flags": {"migStrategy": "none"}}},
+           "summary": {"default": {"mig_strategy": "none", "sharing": "none", "replicas": 1}},
+           "uses_mps": false, "uses_mig": false, "default_config": "default", "node_configs": {}}
+metrics_csv:
+  description: The DCGM exporter collectors CSV built from O(metrics).
+  returned: O(component=dcgm_exporter)
+  type: str
+  sample: "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active\n"
+tenants:
+  description: Tenants with normalized quotas (only C(requests.) keys for GPU resources).
+  returned: O(component=tenancy)
+  type: list
+  elements: dict
+  sample: [{"name": "team-a", "quota": {"hard": {"requests.nvidia.com/gpu": "4"}}, "priority_quotas": {}}]
+priority_classes:
+  description: Validated PriorityClasses.
+  returned: O(component=tenancy)
+  type: dict
+  sample: {"gpu-critical": {"value": 1000000, "preemption_policy": "PreemptLowerPriority", "description": "",
+                            "global_default": false}}
+priority_class_plan:
+  description: Which classes are created, updated in place, or replaced (deleted and re-created).
+  returned: O(component=tenancy)
+  type: dict
+  sample: {"create": ["gpu-low"], "update": [], "replace": [], "changes": {}}
+capacity:
+  description: Quota vs allocatable per GPU resource; empty when O(nodes) is not given.
+  returned: O(component=tenancy)
+  type: dict
+  sample: {"resources": {"nvidia.com/gpu": {"quota": 8, "allocatable": 16, "overcommitted": false,
+                                            "tenants": {"team-a": 8}}},
+           "allocatable": {"nvidia.com/gpu": 16}, "overcommitted": []}
+hpas:
+  description: Validated HPA specs (autoscaling/v2 field names).
+  returned: O(component=autoscaling)
+  type: list
+  elements: dict
+  sample: [{"name": "llm", "namespace": "team-a", "minReplicas": 1, "maxReplicas": 4, "metrics": [], "behavior": null,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm"}, "labels": {}}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_stack import run_validate
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            component=dict(type="str", required=True, choices=["device_plugin", "dcgm_exporter", "tenancy", "autoscaling"]),
+            configs=dict(type="dict"),
+            default_config=dict(type="str", default="default"),
+            node_configs=dict(type="dict"),
+            gfd_enabled=dict(type="bool", default=True),
+            mps_root=dict(type="str", default="/run/nvidia/mps"),
+            metrics=dict(type="list", elements="dict"),
+            tenants=dict(type="list", elements="dict"),
+            priority_classes=dict(type="dict"),
+            existing_priority_classes=dict(type="list", elements="dict"),
+            priority_class_change_policy=dict(type="str", choices=["fail", "replace"], default="fail"),
+            nodes=dict(type="list", elements="dict"),
+            capacity_policy=dict(type="str", choices=["fail", "warn", "ignore"], default="fail"),
+            hpas=dict(type="list", elements="dict"),
+        ),
+        required_if=[
+            ("component", "device_plugin", ("configs",)),
+            ("component", "dcgm_exporter", ("metrics",)),
+            ("component", "autoscaling", ("hpas",)),
+        ],
+        supports_check_mode=True,
+    )
+    try:
+        result, warnings = run_validate(module.params)
+    except GpuOpsError as e:
+        module.fail_json(msg=e.msg, **e.details)
+    for warning in warnings:
+        module.warn(warning)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
