@@ -37,7 +37,9 @@ options:
     elements: str
     required: true
   nodes:
-    description: Host name to its Node object (null when the host has no node).
+    description:
+      - Host name to its Node object, null when the host has no node.
+      - A list (the RV(kubernetes.core.k8s_info#module:resources) of a lookup by name) stands for its first item.
     type: dict
     required: true
   target:
@@ -79,7 +81,7 @@ EXAMPLES = r"""
 - name: Plan the rollout of the mixed layout over the A100 pool
   gpuops.k8s.mig_rollout_plan:
     hosts: "{{ groups['a100_nodes'] }}"
-    nodes: "{{ dict(node_info.results | map(attribute='item') | zip(node_info.results | map(attribute='resources') | map('first', default=None))) }}"
+    nodes: "{{ dict(node_info.results | map(attribute='item') | zip(node_info.results | map(attribute='resources'))) }}"
     target: mixed-a100
     canary: 1
     batch_size: 2
@@ -151,12 +153,17 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    nodes = {}
+    for host, value in p["nodes"].items():
+        if isinstance(value, list):
+            value = value[0] if value else None
+        nodes[host] = value
     try:
-        plan = plan_rollout(p["hosts"], p["nodes"], p["target"], canary=p["canary"], batch_size=p["batch_size"],
+        plan = plan_rollout(p["hosts"], nodes, p["target"], canary=p["canary"], batch_size=p["batch_size"],
                             failure_budget=p["failure_budget"], force=p["force"],
                             default_config=p["default_config"], known_configs=p["known_configs"])
         if p["rollout_id"]:
-            plan["budget"] = budget_left([n for n in p["nodes"].values() if n], p["rollout_id"], p["failure_budget"])
+            plan["budget"] = budget_left([n for n in nodes.values() if n], p["rollout_id"], p["failure_budget"])
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
     module.exit_json(changed=False, **plan)
