@@ -28,10 +28,14 @@ attributes:
     description: The module never changes anything; it runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
   platform:
+    support: full
+    description: Runs on the GPU host (Linux).
     platforms: posix
   action_group:
     support: full
+    description: Member of the C(gpuops.k8s.nvml) action group, so O(simulator) can be set once for a play.
     membership:
       - gpuops.k8s.nvml
 options:

@@ -28,7 +28,10 @@ attributes:
     description: The module computes a plan only; it runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
   platform:
+    support: full
+    description: Runs anywhere, usually on the controller.
     platforms: all
 options:
   hosts:
