@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Time the NVML simulator: one gpu_info (open NVML, read every GPU, close) on 8-GPU hosts.
@@ -67,7 +66,7 @@ def main():
         path = os.path.join(tmp, model + ".json")
         build(path, model, layout)
         times = []
-        for _ in range(runs):
+        for dummy in range(runs):
             t = time.perf_counter()
             info = gpu_state.gpu_info(path, diagram=False)
             times.append((time.perf_counter() - t) * 1000)

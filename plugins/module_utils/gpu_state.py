@@ -245,6 +245,21 @@ def _uint_or_none(value):
     return None if value == VALUE_NOT_AVAILABLE_UINT else value
 
 
+def _process_name(nvml, pid):
+    try:
+        return text(nvml.nvmlSystemGetProcessName(pid))
+    except NvmlError:
+        pass
+    if getattr(nvml, "kind", None) == "nvml":
+        # NVML cannot name processes of other containers / users: ask procfs
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                return f.read().strip() or None
+        except (IOError, OSError):
+            return None
+    return None
+
+
 def _processes(nvml, handle, mig_handles=()):
     seen = set()
     out = []
@@ -260,11 +275,7 @@ def _processes(nvml, handle, mig_handles=()):
             if key in seen:
                 continue
             seen.add(key)
-            name = None
-            try:
-                name = text(nvml.nvmlSystemGetProcessName(int(p.pid)))
-            except NvmlError:
-                name = None
+            name = _process_name(nvml, int(p.pid))
             used = getattr(p, "usedGpuMemory", None)
             out.append({
                 "pid": int(p.pid), "name": name, "gpu_instance_id": gi, "compute_instance_id": ci,
@@ -495,6 +506,12 @@ def create_instance(nvml, index, gi_profile, start, compute_instances=None):
                           % (start, p.name, index, ", ".join(str(s) for s in p.placements)),
                           valid_placements=list(p.placements))
     handle = _identity(nvml, index)["handle"]
+    capable, current, pending = _mig_mode(nvml, handle)
+    if not current:
+        raise NvmlError(NOT_SUPPORTED, call="nvmlDeviceCreateGpuInstanceWithPlacement", msg=(
+            "GPU %d: MIG mode is not enabled (current: %s, pending: %s)%s; no MIG instance can be created yet"
+            % (index, "on" if current else "off", "on" if pending else "off",
+               "; the pending mode needs a GPU reset or reboot" if pending else "")), gpu=index)
     gi_handle = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, p.profile_id,
                                                               {"start": start, "size": p.memory_slices})
     gi_id = int(nvml.nvmlGpuInstanceGetInfo(gi_handle).id)
@@ -567,5 +584,6 @@ def gpu_info(simulator=None, diagram=True, run_command=None):
         except ImportError:
             diagram_mod = None
         if diagram_mod is not None:
-            host["diagram"] = diagram_mod.render(host["gpus"])
+            lines = diagram_mod.render(host["gpus"])
+            host["diagram"] = lines.splitlines() if isinstance(lines, str) else list(lines)
     return host

@@ -134,7 +134,7 @@ def run_mig_mode(nvml, params, check_mode=False):
         raise
     steps, errors = plan(gpus, targets, enabled, reset)
     if errors:
-        raise GpuOpsError("; ".join(errors), gpus=gpus, skipped=skipped)
+        raise GpuOpsError("; ".join(errors), gpus=gpus, skipped_gpus=skipped)
 
     before = dict((g["uuid"], _mode(g)) for g in targets)
     actions = []
@@ -184,7 +184,7 @@ def run_mig_mode(nvml, params, check_mode=False):
         "changed": changed,
         "mig_mode": report,
         "reset_required": any(r["reset_required"] for r in report),
-        "skipped": skipped,
+        "skipped_gpus": skipped,
         "actions": actions,
         "gpus": gpus,
         "diff": {"before": before, "after": after},

@@ -265,7 +265,7 @@ def new_state(gpus, driver_version=None, seed=None):
         count = int(entry.get("count", 1))
         if count < 0:
             raise GpuOpsError("gpus: count must be 0 or more, got %s for model %s" % (count, ref))
-        for _ in range(count):
+        for dummy in range(count):
             state["gpus"].append(new_gpu(len(state["gpus"]), model, name, rng))
     return state
 
@@ -1092,8 +1092,7 @@ class SimBackend(object):
 
     @staticmethod
     def _graphics_steps(clocks):
-        mem, gmax, _ = clocks
-        return [f for f in range(gmax, 209, -15)]
+        return list(range(clocks[1], 209, -15))
 
     def nvmlDeviceGetApplicationsClock(self, handle, clock_type):
         call = "nvmlDeviceGetApplicationsClock"

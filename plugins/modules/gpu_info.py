@@ -89,10 +89,12 @@ backend:
   type: str
   sample: simulator
 diagram:
-  description: Text picture of the memory slices of every GPU and the MIG instances on them (one line per GPU).
+  description: Text picture of the memory slices of every GPU and the MIG instances on them, one line per GPU.
   returned: when O(diagram=true) and the slice diagram renderer is part of the collection
-  type: str
-  sample: "GPU0 a100_80gb  [3g.40gb                          |1g.10gb |   ·    |   ·    |   ·    ]  4/7 compute"
+  type: list
+  elements: str
+  sample: ["GPU0 h100_80gb [4g.40gb                            |3g.40gb 3x1c                       ]  7/7 compute",
+           "GPU1 l40s_48gb [ full GPU (MIG not supported) ]"]
 gpus:
   description: One entry per GPU, by NVML index.
   returned: success
@@ -102,7 +104,7 @@ gpus:
     index: {description: NVML index., type: int, returned: always, sample: 0}
     uuid: {description: GPU UUID., type: str, returned: always, sample: GPU-5a4c2e1d-0b7f-4f1e-9d7c-2a1f0e6b3c44}
     name: {description: NVML name., type: str, returned: always, sample: NVIDIA A100-SXM4-80GB}
-    model: {description: Catalog key of the model, null when unknown., type: str, returned: always, sample: a100_80gb}
+    model: {description: Catalog key of the model (null when unknown)., type: str, returned: always, sample: a100_80gb}
     pci_device_id: {description: PCI device id., type: str, returned: always, sample: "0x20B2"}
     pci_bus_id: {description: PCI bus id., type: str, returned: always, sample: "00000000:07:00.0"}
     memory_total_mib: {description: Framebuffer memory in MiB., type: int, returned: always, sample: 81920}

@@ -33,7 +33,7 @@ options:
   devices:
     description:
       - The GPUs to change, V(all) or a list of NVML indexes and/or GPU UUIDs.
-      - With V(all), GPUs without MIG support are skipped and listed in RV(skipped).
+      - With V(all), GPUs without MIG support are skipped and listed in RV(skipped_gpus).
     type: raw
     default: all
   reset:
@@ -119,7 +119,7 @@ reset_required:
   returned: success
   type: bool
   sample: false
-skipped:
+skipped_gpus:
   description: GPUs left alone under O(devices=all) (no MIG support, or lost), with the reason.
   returned: success
   type: list

@@ -229,3 +229,27 @@ def test_old_driver_without_v2_profile_info_uses_v1_and_the_naming_rule(host, mo
         names = [p.name for p in gpu_state.live_profiles(nv, 0)]
     assert names == [p.name for p in cat.CATALOG["a100_80gb"].profiles]
     assert 1 in versions and 2 in versions
+
+
+@pytest.mark.parametrize("rendered", ["GPU0 a\nGPU1 b", ["GPU0 a", "GPU1 b"]])
+def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
+    import sys
+    import types
+    fake = types.ModuleType("diagram")
+    seen = []
+    fake.render = lambda gpus: seen.append(len(gpus)) or rendered
+    monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.diagram", fake)
+    import ansible_collections.gpuops.k8s.plugins.module_utils as mu
+    monkeypatch.setattr(mu, "diagram", fake, raising=False)
+    info = gpu_state.gpu_info(host)
+    assert info["diagram"] == ["GPU0 a", "GPU1 b"] and seen == [3]
+    assert "diagram" not in gpu_state.gpu_info(host, diagram=False)
+
+
+def test_create_on_a_gpu_whose_mig_mode_is_pending_says_so(host):
+    with open_nvml(host) as nv:
+        gpu_state.set_mig_mode(nv, 0, True)
+        with pytest.raises(NvmlError) as e:
+            gpu_state.create_instance(nv, 0, "1g.10gb", 0)
+    assert e.value.value == 3
+    assert "MIG mode is not enabled (current: off, pending: on)" in e.value.msg and "reset" in e.value.msg

@@ -33,9 +33,9 @@ def test_resolve_devices_by_index_uuid_and_all(host):
         gpus = gpu_state.read_host(nv)["gpus"]
     targets, skipped = mig_mode_runner.resolve_devices(gpus, "all")
     assert [g["index"] for g in targets] == [0, 1, 2] and [s["index"] for s in skipped] == [3]
-    targets, _ = mig_mode_runner.resolve_devices(gpus, [gpus[2]["uuid"], "1", 1])
+    targets, dummy = mig_mode_runner.resolve_devices(gpus, [gpus[2]["uuid"], "1", 1])
     assert [g["index"] for g in targets] == [2, 1]
-    targets, _ = mig_mode_runner.resolve_devices(gpus, 0)
+    targets, dummy = mig_mode_runner.resolve_devices(gpus, 0)
     assert [g["index"] for g in targets] == [0]
     with pytest.raises(GpuOpsError) as e:
         mig_mode_runner.resolve_devices(gpus, [5])
@@ -55,8 +55,8 @@ def test_check_mode_predicts_without_setting(host):
     assert [(m["current"], m["pending"]) for m in res["mig_mode"]] == [(False, True), (False, True), (True, True)]
     assert res["reset_required"]
     res = run(host, check_mode=True, reset=True)
-    assert [a["action"] for a in res["actions"]] == ["set_mig_mode", "reset_gpu", "set_mig_mode", "reset_gpu",
-                                                      "set_mig_mode"]
+    assert [a["action"] for a in res["actions"]] == [
+        "set_mig_mode", "reset_gpu", "set_mig_mode", "reset_gpu", "set_mig_mode"]
     assert not res["reset_required"]
     assert open(host).read() == before
 

@@ -2,7 +2,6 @@
 """The NVML simulator obeys the MIG rules of the catalog and pynvml's error codes."""
 
 import json
-import time
 
 import pytest
 
@@ -341,7 +340,7 @@ def test_faults_fire_count_times_and_persist(tmp_path):
         assert nv.nvmlDeviceGetName(h0) == "NVIDIA A100-SXM4-80GB"
         # permanent fault scoped to GPU 1
         assert nv.nvmlDeviceGetUUID(h0).startswith("GPU-")
-        for _ in range(3):
+        for dummy in range(3):
             with pytest.raises(NvmlError) as e:
                 nv.nvmlDeviceGetUUID(h1)
             assert code(e) == GPU_IS_LOST

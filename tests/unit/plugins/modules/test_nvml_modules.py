@@ -104,7 +104,7 @@ def test_gpu_info_rejects_unknown_options(sim):
 def test_mig_mode_check_mode_and_choices(sim):
     before = open(sim).read()
     res = call(mig_mode, {"simulator": sim, "_ansible_check_mode": True})
-    assert res["changed"] and res["reset_required"] and [s["index"] for s in res["skipped"]] == [2]
+    assert res["changed"] and res["reset_required"] and [s["index"] for s in res["skipped_gpus"]] == [2]
     assert open(sim).read() == before
     res = call(mig_mode, {"simulator": sim, "state": "on"}, Fail)
     assert "enabled, disabled" in res["msg"]
