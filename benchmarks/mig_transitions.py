@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -26,14 +25,16 @@ destroys; the "destroyed" column shows the rest.
 Finally the time of one gpu_info read (``nvmlInit`` + ``gpu_state.read_host`` + ``nvmlShutdown``,
 what the module does inside Ansible) on an 8-GPU simulated host.
 
-Run: ``make bench`` (or ``python benchmarks/mig_transitions.py`` with the collection importable).
+Run: ``make bench`` (or ``python3 benchmarks/mig_transitions.py``).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -132,7 +133,7 @@ def apply_ours(path, mig_devices):
 
 
 def _device_counts(gpu):
-    return Counter(r["profile"] for r in gpu["instances"] if r.get("compute_slices") != 0)
+    return Counter(r["profile"] for r in gpu["instances"] if mig_plan.row_is_mig_device(r))
 
 
 def _target_devices(targets, pmap):
@@ -259,14 +260,27 @@ def time_gpu_info(tmp, repeat=20):
     new_host(path, A100, 8)
     apply_ours(path, {"1g.10gb": 7})
     samples = []
-    for _ in range(repeat):
+    for dummy in range(repeat):
         t0 = time.perf_counter()
         with nvml.open_nvml(path) as backend:
             host = gpu_state.read_host(backend)
         samples.append(time.perf_counter() - t0)
     assert len(host["gpus"]) == 8 and sum(len(g["instances"]) for g in host["gpus"]) == 56
     samples.sort()
-    return samples[len(samples) // 2], samples[0], samples[-1]
+    # the whole module as a process: python start-up, imports, argument parsing, the read, JSON out
+    args = os.path.join(tmp, "args.json")
+    with open(args, "w") as f:
+        json.dump({"ANSIBLE_MODULE_ARGS": {"simulator": path}}, f)
+    env = dict(os.environ, PYTHONPATH=_root)
+    procs = []
+    for dummy in range(5):
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "ansible_collections.gpuops.k8s.plugins.modules.gpu_info", args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=True)
+        procs.append(time.perf_counter() - t0)
+        assert len(json.loads(out.stdout)["gpus"]) == 8
+    procs.sort()
+    return samples[len(samples) // 2], samples[0], samples[-1], procs[len(procs) // 2]
 
 
 def main():
@@ -276,10 +290,10 @@ def main():
         for n, (model, name, start, target) in enumerate(TRANSITIONS, 1):
             r = run_transition(tmp, model, start, target)
             rows.append((n, model, name, r))
-        head = "%-3s %-11s %-38s | %-22s | %-29s" % ("#", "GPU", "transition", "gpuops.k8s plan",
-                                                     "mig-parted flush-and-recreate")
-        sub = "%-3s %-11s %-38s | %5s %9s %6s | %5s %6s %9s %6s" % ("", "", "", "calls", "destroyed", "again",
-                                                                     "calls", "ideal", "destroyed", "again")
+        head = "%-3s %-11s %-38s | %-22s | %-29s" % (
+            "#", "GPU", "transition", "gpuops.k8s plan", "mig-parted flush-and-recreate")
+        sub = "%-3s %-11s %-38s | %5s %9s %6s | %5s %6s %9s %6s" % (
+            "", "", "", "calls", "destroyed", "again", "calls", "ideal", "destroyed", "again")
         print(head)
         print(sub)
         print("-" * len(sub))
@@ -303,9 +317,10 @@ def main():
         print("instances destroyed and recreated identically (same profile, CIs, placement): %d (target 0) vs %d "
               "with flush-and-recreate"
               % (tot["ours_needless"], tot["flush_needless"]))
-        med, lo, hi = time_gpu_info(tmp)
+        med, lo, hi, proc = time_gpu_info(tmp)
         print("gpu_info read of an 8-GPU host (8x A100 80GB, 56 MIG devices, simulator): median %.1f ms "
-              "(min %.1f, max %.1f, 20 runs)" % (med * 1000, lo * 1000, hi * 1000))
+              "(min %.1f, max %.1f, 20 runs); the gpu_info module as a process (python start-up, imports, "
+              "read, JSON): median %.0f ms (5 runs)" % (med * 1000, lo * 1000, hi * 1000, proc * 1000))
         print("target 'zero destroys of instances that stay': %s; target 'calls <= 50%% of flush': %s against the "
               "flush as executed on the simulator, %s against the retry-free flush"
               % ("met" if tot["ours_needless"] == 0 else "NOT met",

@@ -69,6 +69,8 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
     label = gpu_label(gpu)
     if label_width:
         label = label.ljust(label_width)
+    if gpu.get("lost"):
+        return "%s [ GPU lost ]" % label
     if not gpu.get("mig_capable"):
         return "%s [ full GPU (MIG not supported) ]" % label
     pending = gpu.get("mig_mode_pending")

@@ -273,26 +273,37 @@ def entry_matches(entry, gpu):
     return filter_matches(entry.device_filter, gpu)
 
 
-def resolve(entries, gpus):
+def resolve(entries, gpus, skipped=None):
     """Walk ``entries`` over ``gpus`` (gpu facts dicts) -> {index: GpuDesired} for matched GPUs.
 
-    GPUs that no entry matches are absent (left as they are). Raises GpuOpsError when a GPU without
-    MIG support is listed explicitly with mig-enabled true.
+    GPUs that no entry matches are absent (left as they are). Matched GPUs that cannot be
+    partitioned (no MIG support, or lost) are appended to ``skipped`` (when given) with the reason.
+    Raises GpuOpsError when such a GPU is listed explicitly with mig-enabled true.
     """
     out = {}
     errors = []
+    skips = {}
     for i, entry in enumerate(entries):
         for gpu in gpus:
             if not entry_matches(entry, gpu):
                 continue
-            if not gpu.get("mig_capable"):
+            reason = None
+            if gpu.get("lost"):
+                reason = "GPU is lost (fell off the bus)"
+            elif not gpu.get("mig_capable"):
+                reason = "MIG not supported"
+            if reason:
                 if entry.mig_enabled and entry.devices != "all":
-                    errors.append("GPU %d (%s) does not support MIG but entry %d lists it with mig-enabled: true"
-                                  % (gpu["index"], gpu.get("name") or gpu.get("model"), i))
+                    errors.append("GPU %d (%s) cannot be partitioned (%s) but entry %d lists it with mig-enabled: true"
+                                  % (gpu["index"], gpu.get("name") or gpu.get("model") or "unknown", reason, i))
+                skips[gpu["index"]] = {"index": gpu["index"], "uuid": gpu.get("uuid"), "name": gpu.get("name"),
+                                       "reason": reason}
                 continue
             out[gpu["index"]] = GpuDesired(entry.mig_enabled, dict(entry.mig_devices), i)
     if errors:
         raise GpuOpsError("; ".join(errors), errors=errors)
+    if skipped is not None:
+        skipped.extend(skips[k] for k in sorted(skips))
     return out
 
 

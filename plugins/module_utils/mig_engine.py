@@ -77,6 +77,13 @@ class GpuWork(object):
         self.plan = plan
         self.mode_action = mode_action  # None, "enable_mig" or "disable_mig"
         self.deferred = deferred  # creates wait for a GPU reset (Ampere mode change)
+        self._memo = {}
+
+    def _once(self, kind, build):
+        # the same action dicts are reported and executed (execution fills in gpu_instance_id)
+        if kind not in self._memo:
+            self._memo[kind] = build()
+        return self._memo[kind]
 
     def _base(self, action, **kw):
         out = {"gpu": self.gpu["index"], "uuid": self.gpu.get("uuid"), "action": action}
@@ -88,12 +95,24 @@ class GpuWork(object):
         return mig_plan.mig_device_names(profile, cis, p.compute_slices if p else mig_plan._gi_slices(profile))
 
     def keep_actions(self):
+        return self._once("keep", self._keep_actions)
+
+    def destroy_actions(self):
+        return self._once("destroy", self._destroy_actions)
+
+    def create_actions(self):
+        return self._once("create", self._create_actions)
+
+    def mode_actions(self):
+        return self._once("mode", self._mode_actions)
+
+    def _keep_actions(self):
         return [self._base("keep", profile=k.profile, placement=_placement(k.start, k.size),
                            gpu_instance_id=k.gpu_instance_id, mig_devices=self._devices(k.profile, k.compute_instances),
                            busy=k.busy)
                 for k in self.plan.keep]
 
-    def destroy_actions(self):
+    def _destroy_actions(self):
         """Busy (forced) instances first: if NVML still refuses them, nothing else on the GPU changed."""
         forced = set(id(f) for f in self.plan.forced)
         ordered = [d for d in self.plan.destroy if id(d) in forced] + \
@@ -103,7 +122,7 @@ class GpuWork(object):
                            busy=d.busy, forced=id(d) in forced)
                 for d in ordered]
 
-    def create_actions(self):
+    def _create_actions(self):
         out = []
         for t, start in self.plan.create:
             p = self.pmap[t.profile]
@@ -114,7 +133,7 @@ class GpuWork(object):
             out.append(a)
         return out
 
-    def mode_actions(self):
+    def _mode_actions(self):
         if not self.mode_action:
             return []
         return [self._base("set_mig_mode", enabled=self.mode_action == "enable_mig")]
@@ -158,9 +177,9 @@ def _needs_reset(gpu):
     return bool(model and gpu_catalog.mig_mode_needs_reset(model))
 
 
-def plan_host(nvml, gpus, entries, force=False):
+def plan_host(nvml, gpus, entries, force=False, skipped=None):
     """Validate and plan every GPU the config matches. Raises GpuOpsError listing every problem."""
-    desired = mig_config.resolve(entries, gpus)
+    desired = mig_config.resolve(entries, gpus, skipped)
     works = []
     errors = []
     for gpu in gpus:
@@ -186,15 +205,25 @@ def plan_host(nvml, gpus, entries, force=False):
                 deferred = False
             plan = mig_plan.plan_gpu(profiles, current, targets, force=force, memory_slices=memory_slices,
                                      compute_slices=compute_slices, label=label)
+            pids = sorted(set(p.get("pid") for p in gpu.get("processes") or []))
+            if mode_action and pids:
+                # NVML refuses a MIG mode change while processes use the GPU (IN_USE): say so up front
+                raise GpuOpsError("%s: MIG mode cannot be %s while processes run on the GPU (PIDs %s); stop them "
+                                  "first" % (label, "enabled" if mode_action == "enable_mig" else "disabled",
+                                             ", ".join(str(p) for p in pids)), pids=pids)
             works.append(GpuWork(gpu, d, profiles, plan, mode_action, deferred))
         except GpuOpsError as e:
             err = {"gpu": gpu["index"], "uuid": gpu.get("uuid"), "msg": e.msg}
             err.update(e.details)
             errors.append(err)
     if errors:
-        details = {"errors": errors}
-        if len(errors) == 1:
-            details.update(dict((k, v) for k, v in errors[0].items() if k not in ("msg",)))
+        details = {"errors": errors, "changed": False}
+        # details every failing GPU shares (valid_profiles of one model, ...) also at the top
+        for k, v in errors[0].items():
+            if k == "msg" or (len(errors) > 1 and k in ("gpu", "uuid")):
+                continue
+            if all(e.get(k) == v for e in errors):
+                details[k] = v
         raise GpuOpsError("invalid MIG layout, nothing was changed: %s" % "; ".join(e["msg"] for e in errors),
                           **details)
     return works
@@ -204,9 +233,11 @@ def resources(gpus, strategy="mixed"):
     """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy)."""
     out = Counter()
     for gpu in gpus:
+        if gpu.get("lost"):
+            continue
         if gpu.get("mig_capable") and gpu.get("mig_mode_current"):
             for row in gpu.get("instances") or []:
-                if row.get("compute_slices") == 0:
+                if not mig_plan.row_is_mig_device(row):
                     continue  # a GPU instance without compute instance is no device
                 out[gpu_catalog.resource_name(row["profile"], strategy)] += 1
         else:
@@ -269,7 +300,6 @@ def _apply(nvml, works, completed):
         for a in w.destroy_actions():
             _run(a, completed, gpu_state.destroy_instance, nvml, idx, a["gpu_instance_id"])
         for a in w.create_actions():
-            a.pop("after_reset", None)
             p = w.pmap[a["profile"]]
             made = _run(a, completed, gpu_state.create_instance, nvml, idx, p, a["placement"]["start"],
                         list(a["compute_instances"]))
@@ -285,8 +315,7 @@ def _run(action, completed, fn, *args):
         out = fn(*args)
     except GpuOpsError as e:
         raise _Halt(action, e)
-    done = dict(action)
-    completed.append(done)
+    completed.append(action)
     return out
 
 
@@ -301,7 +330,8 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
     entries = mig_config.entries_from_params(params)
     force = bool(params.get("force"))
     before = gpu_state.read_host(nvml)["gpus"]
-    works = plan_host(nvml, before, entries, force=force)
+    skipped = []
+    works = plan_host(nvml, before, entries, force=force, skipped=skipped)
     planned = []
     for w in works:
         planned.extend(w.ordered_actions())
@@ -325,14 +355,13 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
             failed["error"] = _err_text(h.error)
             if isinstance(h.error, NvmlError):
                 failed["nvml_return"] = getattr(h.error, "value", None)
-            seen_failed = False
-            not_attempted = []
-            for a in changes:
-                if _same(a, h.action):
-                    seen_failed = True
-                    continue
-                if seen_failed and not any(_same(a, c) for c in completed):
-                    not_attempted.append(a)
+            if getattr(h.error, "details", None):
+                failed["error_details"] = dict(h.error.details)  # e.g. rolled_back of a half-made instance
+            done_ids = set(id(a) for a in completed)
+            position = [i for i, a in enumerate(changes) if a is h.action]
+            later = changes[position[0] + 1:] if position else []
+            not_attempted = [dict(a) for a in later if id(a) not in done_ids]
+            completed = [dict(a) for a in completed]
             details = {"changed": bool(completed), "completed": completed, "failed_action": failed,
                        "not_attempted": not_attempted, "actions": planned}
             if now is not None:
@@ -365,14 +394,10 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
         "actions": planned,
         "reset_required": bool(waiting),
         "reset_required_gpus": sorted(waiting),
+        "skipped_gpus": skipped,
         "resources": resources(after),
         "diagram": diagram.render(after),
     }
     if diff:
         result["diff"] = _diff(before, after, matched)
     return result
-
-
-def _same(a, b):
-    keys = ("gpu", "action", "profile", "placement", "gpu_instance_id")
-    return all(a.get(k) == b.get(k) for k in keys)

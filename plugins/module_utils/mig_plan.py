@@ -329,8 +329,8 @@ def instances_from_gpu(gpu):
     """Group a gpu facts dict's MIG device rows (one per compute instance) into Instances.
 
     Rows carry ``profile`` (``3g.40gb`` or ``1c.3g.40gb``), optionally ``gpu_instance_profile``,
-    ``placement`` {start, size}, ``gpu_instance_id``, ``compute_slices`` (0 for a GPU instance without
-    compute instance, as gpu_state reports it) and ``busy``. Processes listed in
+    ``placement`` {start, size}, ``gpu_instance_id``, ``compute_slices``, ``has_compute_instance`` (false for a GPU instance
+    without compute instance, as gpu_state reports it) and ``busy``. Processes listed in
     ``gpu['processes']`` with a ``gpu_instance_id`` mark that instance busy too.
     """
     busy_ids = set(p.get("gpu_instance_id") for p in gpu.get("processes") or [] if p.get("gpu_instance_id") is not None)
@@ -351,9 +351,9 @@ def instances_from_gpu(gpu):
             order.append(key)
         grp = groups[key]
         grp["busy"] = grp["busy"] or bool(row.get("busy"))
-        slices = row.get("compute_slices")
-        if slices == 0:
+        if not row_is_mig_device(row):
             continue  # a GPU instance without compute instance
+        slices = row.get("compute_slices")
         grp["cis"].append(slices or (c if c is not None else _gi_slices(gi)))
     out = []
     for key in order:
@@ -361,6 +361,11 @@ def instances_from_gpu(gpu):
         out.append(Instance(g["profile"], g["start"], g["size"], g["gid"], tuple(sorted(g["cis"], reverse=True)),
                             g["busy"]))
     return out
+
+
+def row_is_mig_device(row):
+    """False for the row gpu_state reports for a GPU instance without compute instance."""
+    return row.get("has_compute_instance") is not False and row.get("compute_slices") != 0
 
 
 def _gi_slices(gi_name):

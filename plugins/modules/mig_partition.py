@@ -39,7 +39,7 @@ extends_documentation_fragment:
 options:
   config_file:
     description:
-      - Path, on the managed host, of a mig-parted v1 config file (C(version: v1), C(mig-configs)).
+      - Path, on the managed host, of a mig-parted v1 config file (with C(version) V(v1) and C(mig-configs)).
       - Mutually exclusive with O(layout).
     type: path
   config:
@@ -65,6 +65,9 @@ options:
     description:
       - Destroy MIG instances that have running processes when the target layout needs them gone.
       - Without it such a plan fails before anything changes and names the busy instances.
+      - With it the plan includes those destroys (marked RV(actions[].forced) and run first on their GPU). NVML
+        itself still refuses to destroy an instance while processes hold it (C(NVML_ERROR_IN_USE)); the module
+        then stops with the report described in the notes. Stop the workloads (drain the node) first.
     type: bool
     default: false
 requirements:
@@ -73,17 +76,20 @@ requirements:
 attributes:
   check_mode:
     support: full
-    details: Returns the planned RV(actions) and the predicted layout without calling any NVML setter.
+    description: Returns the planned RV(actions) and the predicted layout without calling any NVML setter.
   diff_mode:
     support: full
-    details: Shows MIG mode and instances (profile and placement) before and after, per GPU uuid.
+    description: MIG mode and instances (profile and placement) before and after, per GPU UUID.
   idempotent:
     support: full
-    details: A second run with the same config reports no change.
+    description: A second run with the same config reports no change (every action V(keep)).
   platform:
+    support: full
     platforms: linux
+    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
   action_group:
     support: full
+    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
     membership:
       - gpuops.k8s.nvml
 notes:
@@ -91,6 +97,11 @@ notes:
     or a reboot handler when RV(reset_required) is true.
   - Stop GPU clients such as the device plugin, DCGM and dcgm-exporter before changing MIG mode; changing
     instances only needs the affected instances to be idle.
+  - When an NVML call fails halfway the module fails with C(gpus), C(resources) and C(diagram) read again after the
+    failure, C(completed) (the actions done), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
+    C(not_attempted) and C(changed=true) if anything was done. Running the task again converges.
+  - Invalid input fails before anything changes with C(errors) (one per GPU, with C(gpu) and C(msg)) and, where they
+    apply, C(valid_profiles), C(valid_configs), C(max_instances) or C(busy_instances).
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_mode
@@ -241,6 +252,12 @@ reset_required_gpus:
   type: list
   elements: int
   sample: []
+skipped_gpus:
+  description: GPUs the config matched that cannot be partitioned (no MIG support, or lost), with the reason.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{index: 4, uuid: GPU-1b2c3d4e-5f60-4718-92a3-b4c5d6e7f809, name: NVIDIA L40S, reason: MIG not supported}]
 resources:
   description:
     - Kubernetes extended resources the NVIDIA device plugin advertises for this host with the mixed MIG
@@ -256,7 +273,7 @@ diagram:
   sample:
     - "GPU0 a100_80gb [3g.40gb                            |2g.20gb          |1g.10gb |1g.10gb ]  7/7 compute"
 diff:
-  description: MIG mode and instances before and after, keyed by GPU uuid (with O(diff)).
+  description: MIG mode and instances before and after, keyed by GPU uuid (in diff mode).
   returned: when diff mode is on
   type: dict
   sample:

@@ -213,9 +213,13 @@ def test_unmatched_gpu_left_alone_and_last_entry_wins():
 
 
 def test_non_mig_gpu_skipped_under_all_and_disabled():
-    gpus = [gpu(0, "l40s_48gb"), gpu(1, "h100_80gb")]
-    res = mig_config.resolve(mig_config.parse_entries([{"devices": "all", "mig-enabled": True, "mig-devices": {}}]), gpus)
+    gpus = [gpu(0, "l40s_48gb"), gpu(1, "h100_80gb"), {"index": 2, "lost": True, "mig_capable": None}]
+    skipped = []
+    res = mig_config.resolve(mig_config.parse_entries([{"devices": "all", "mig-enabled": True, "mig-devices": {}}]),
+                             gpus, skipped)
     assert list(res) == [1]
+    assert [(s["index"], s["reason"]) for s in skipped] == [(0, "MIG not supported"),
+                                                            (2, "GPU is lost (fell off the bus)")]
     res = mig_config.resolve(mig_config.parse_entries([{"devices": [0], "mig-enabled": False}]), gpus)
     assert res == {}
 
@@ -224,7 +228,7 @@ def test_non_mig_gpu_listed_explicitly_with_mig_enabled_is_error():
     gpus = [gpu(0, "l40s_48gb")]
     with pytest.raises(GpuOpsError) as e:
         mig_config.resolve(mig_config.parse_entries([{"devices": [0], "mig-enabled": True, "mig-devices": {}}]), gpus)
-    assert "does not support MIG" in e.value.msg
+    assert "cannot be partitioned (MIG not supported)" in e.value.msg
 
 
 def test_device_filter_matching_device_and_subsystem():

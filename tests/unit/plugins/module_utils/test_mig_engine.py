@@ -95,6 +95,7 @@ def test_hopper_applies_at_once_and_rerun_is_unchanged(tmp_path):
     assert r["resources"] == {"nvidia.com/mig-1g.10gb": 14}
     assert profiles_of(r, 0) == ["1g.10gb"] * 7
     assert "1g.10gb |1g.10gb" in r["diagram"][0]
+    assert all(isinstance(a["gpu_instance_id"], int) for a in r["actions"] if a["action"] == "create")
     again = run(path, layout(**{"1g_10gb": 7}))
     assert not again["changed"] and again["_calls"] == []
     assert [a["action"] for a in again["actions"]] == ["keep"] * 14
@@ -110,8 +111,8 @@ def test_check_mode_calls_no_setter_and_predicts(tmp_path):
     assert r["resources"] == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1}
     uuid = r["gpus"][0]["uuid"]
     assert r["diff"]["before"][uuid]["instances"] == []
-    assert r["diff"]["after"][uuid]["instances"] == ["1g.10gb @0:1", "1g.10gb @1:1", "1g.10gb @2:1",
-                                                    "1g.10gb @3:1", "3g.40gb @4:4"]
+    assert r["diff"]["after"][uuid]["instances"] == [
+        "1g.10gb @0:1", "1g.10gb @1:1", "1g.10gb @2:1", "1g.10gb @3:1", "3g.40gb @4:4"]
     # the real run does what check mode said
     real = run(path, layout(**{"3g_40gb": 1, "1g_10gb": 4}), diff=True)
     assert real["diff"]["after"] == r["diff"]["after"]
@@ -262,6 +263,11 @@ def test_fault_halfway_reports_and_rerun_converges(tmp_path, call):
     d = e.value.details
     assert "run again" in e.value.msg and d["failed_action"]["gpu"] == 1 and d["failed_action"]["error"]
     assert d["changed"] is True and d["completed"]  # GPU 0 was done before
+    if call == "nvmlGpuInstanceCreateComputeInstance":
+        assert d["failed_action"]["error_details"]["rolled_back"] is True
+    # completed creates carry the id NVML gave the new instance
+    made = [a for a in d["completed"] if a["action"] == "create"]
+    assert made and all(isinstance(a["gpu_instance_id"], int) for a in made)
     # the report is accurate: it matches a fresh read of the GPUs
     with nvml.open_nvml(path) as backend:
         from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
@@ -297,7 +303,7 @@ MODELS = ["a100_80gb", "a100_40gb", "h100_80gb", "h200_141gb", "a30_24gb", "h100
 def mig_devices(draw, model):
     pmap = mig_plan.profile_map(model.profiles)
     counts = {}
-    for _ in range(draw(st.integers(0, 6))):
+    for dummy in range(draw(st.integers(0, 6))):
         p = draw(st.sampled_from(model.profiles))
         trial = dict(counts)
         trial[p.name] = trial.get(p.name, 0) + 1
@@ -337,3 +343,45 @@ def test_any_layout_to_any_layout_on_the_simulator(tmp_path_factory, data, model
 def test_result_is_json_serialisable(tmp_path):
     path = make_host(tmp_path, [{"model": "h100_80gb", "count": 1}])
     json.dumps(run(path, layout(**{"1g_10gb": 7}), diff=True))
+
+
+def test_gpu_instance_without_compute_instance_is_replaced(tmp_path):
+    """A GI left without CI (e.g. by a crash between the two NVML calls) is no MIG device: the next run
+    replaces it, and the resources do not count it."""
+    path = make_host(tmp_path, [{"model": "h100_80gb", "count": 1}], mig=[0])
+    with nvml.open_nvml(path) as backend:
+        handle = backend.nvmlDeviceGetHandleByIndex(0)
+        info = backend.nvmlDeviceGetGpuInstanceProfileInfo(handle, gpu_catalog.GI_PROFILE_3_SLICE)
+        backend.nvmlDeviceCreateGpuInstanceWithPlacement(handle, info.id, {"start": 4, "size": 4})
+    r = run(path, layout(**{"3g_40gb": 1}), check_mode=True)
+    assert [a["action"] for a in r["actions"]] == ["destroy", "create"]
+    assert r["actions"][0]["mig_devices"] == []
+    r = run(path, layout(**{"3g_40gb": 1}))
+    assert r["resources"] == {"nvidia.com/mig-3g.40gb": 1}
+    assert not run(path, layout(**{"3g_40gb": 1}))["changed"]
+
+
+def test_lost_gpu_is_skipped_and_others_partitioned(tmp_path):
+    path = make_host(tmp_path, [{"model": "h100_80gb", "count": 2}], mig=[0, 1])
+    state = nvml_sim.load_state(path)
+    state["gpus"][1]["health"]["lost"] = True
+    nvml_sim.save_state(path, state)
+    r = run(path, layout(**{"7g_80gb": 1}))
+    assert r["skipped_gpus"] == [{"index": 1, "uuid": None, "name": None, "reason": "GPU is lost (fell off the bus)"}]
+    assert r["resources"] == {"nvidia.com/mig-7g.80gb": 1}
+    assert r["diagram"][1].endswith("[ GPU lost ]")
+    with pytest.raises(GpuOpsError) as e:
+        run(path, {"layout": [{"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]})
+    assert "lost" in e.value.msg
+
+
+def test_mode_change_on_a_gpu_with_processes_refused_up_front(tmp_path):
+    path = make_host(tmp_path, [{"model": "h100_80gb", "count": 2}])
+    state = nvml_sim.load_state(path)
+    state["gpus"][1]["processes"].append({"pid": 777, "name": "python"})
+    nvml_sim.save_state(path, state)
+    before = state_text(path)
+    with pytest.raises(GpuOpsError) as e:
+        run(path, layout(**{"7g_80gb": 1}))
+    assert "GPU 1" in e.value.msg and "777" in e.value.msg and e.value.details["pids"] == [777]
+    assert state_text(path) == before  # GPU 0 was not changed either

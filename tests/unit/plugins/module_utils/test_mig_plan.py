@@ -211,7 +211,7 @@ def layouts(draw, model, base=None):
     for i in out:
         used |= ((1 << i.size) - 1) << i.start
     gid = max([i.gpu_instance_id for i in out] + [0]) + 1
-    for _ in range(draw(st.integers(0, 8))):
+    for dummy in range(draw(st.integers(0, 8))):
         p = draw(st.sampled_from(model.profiles))
         counts = Counter(i.profile for i in out)
         compute = sum(pmap[i.profile].compute_slices for i in out)
@@ -224,7 +224,7 @@ def layouts(draw, model, base=None):
         s = draw(st.sampled_from(free))
         cis = (p.compute_slices,)
         if p.compute_slices > 1 and draw(st.booleans()):
-            c = draw(st.sampled_from([o for o in gpu_catalog.ci_slice_options(p.compute_slices)]))
+            c = draw(st.sampled_from(list(gpu_catalog.ci_slice_options(p.compute_slices))))
             cis = tuple([c] * (p.compute_slices // c))
         out.append(mp.Instance(p.name, s, p.memory_slices, gid, cis, draw(st.booleans())))
         used |= ((1 << p.memory_slices) - 1) << s
@@ -302,3 +302,32 @@ def test_subset_target_keeps_every_wanted_instance(data, model_key):
     assert plan.create == []
     assert len(plan.keep) == len(subset)
     assert key_counts(plan.keep) == key_counts(subset)
+
+
+# ---------------------------------------------------------------- profile naming
+
+
+def test_mig_device_names():
+    assert mp.mig_device_names("3g.40gb", (3,), 3) == ["3g.40gb"]
+    assert mp.mig_device_names("3g.40gb", (2, 1), 3) == ["2c.3g.40gb", "1c.3g.40gb"]
+    assert mp.mig_device_names("1g.10gb+me", (1,), 1) == ["1g.10gb+me"]
+
+
+def test_valid_profile_names_include_compute_instance_profiles():
+    names = mp.valid_profile_names(A100.profiles)
+    assert "1c.3g.40gb" in names and "2c.3g.40gb" in names and "3c.3g.40gb" not in names
+    assert "3c.7g.80gb" in names and "4c.7g.80gb" in names and "5c.7g.80gb" not in names
+
+
+def test_live_profile_names_win_over_the_catalog():
+    # a driver that names the 3-slice profile 3g.39gb (mig-parted#31): configs must use the live name
+    live = [p._replace(name="3g.39gb") if p.name == "3g.40gb" else p for p in A100.profiles]
+    assert mp.targets_from_mig_devices({"3g.39gb": 2}, live) == [mp.Target("3g.39gb", (3,))] * 2
+    with pytest.raises(GpuOpsError) as e:
+        mp.targets_from_mig_devices({"3g.40gb": 2}, live, "GPU 0 (a100_80gb)")
+    assert "3g.39gb" in e.value.msg and "GPU 0 (a100_80gb)" in e.value.msg
+
+
+def test_label_safe_spelling_is_accepted_by_the_planner():
+    # config *names* use 1g.10gb.me; the planner canonicalises it (the config parser rejects it in mig-devices)
+    assert mp.targets_from_mig_devices({"1g.10gb.me": 1}, A100.profiles) == [mp.Target("1g.10gb+me", (1,))]
