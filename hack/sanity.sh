@@ -31,6 +31,13 @@ rm -rf "$dest"; mkdir -p "$dest"
 (cd "$top" && git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf -) | tar -xf - -C "$dest"
 # tooling that is not collection content
 rm -rf "$dest/.ci"
+# collections this one depends on (galaxy.yml dependencies: kubernetes.core), as `make collections`
+# installs them, so that doc fragments and module_utils imports of kubernetes.core resolve
+for ns in kubernetes; do
+  if [ -d "$top/.build/collections/ansible_collections/$ns" ]; then
+    ln -sfn "$top/.build/collections/ansible_collections/$ns" "$top/.build/sanity/ansible_collections/$ns"
+  fi
+done
 cd "$dest"
 # the copy lives inside this (ignored) checkout: make it a repository of its own so that
 # ansible-test lists its files instead of the outer repository's (which ignores .build/)

@@ -21,7 +21,9 @@ jobs="${GPUOPS_K8S_BUILD_JOBS:-2}"
 
 # component -> wrapper dir, binaries, stamp source
 stamp_of() { # the wrapper's pinned state: a rebuild is needed when it changes
-  cat "$here/versions.env" "$here/$1/go.mod" "$here/$1/go.sum" "$here/$1"/*.go 2>/dev/null | sha256sum | cut -c1-16
+  local f files=("$here/versions.env" "$here/$1/go.mod" "$here/$1/go.sum")
+  for f in "$here/$1"/*.go; do [[ -e "$f" ]] && files+=("$f"); done
+  cat "${files[@]}" | sha256sum | cut -c1-16
 }
 binaries_of() {
   case "$1" in
@@ -94,12 +96,12 @@ build_component() {
       pkgs=(sigs.k8s.io/kwok/cmd/kwok) ;;
   esac
   echo "[build $c] go build -p $jobs ${pkgs[*]} (cold: kube takes tens of minutes on 2 cores)"
+  local rc=0
   (
     cd "$here/$c"
     # CGO off: static binaries, no C toolchain needed; -mod=readonly: go.sum is the pin.
     CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -p "$jobs" -v -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1
-  ) | progress "$c" "$start"
-  local rc=${PIPESTATUS[0]}
+  ) | progress "$c" "$start" || rc=$?
   if [[ $rc -ne 0 ]]; then
     echo "[build $c] FAILED (go build exit $rc)" >&2; rm -rf "$out"; return "$rc"
   fi

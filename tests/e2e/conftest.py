@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """pytest fixtures for the e2e tests: a real local Kubernetes control plane (docs/local-cluster.md).
 
-``k8s_cluster`` (session): reuses the cluster of ``make cluster-up`` when $KUBECONFIG points at a
-cluster that answers, otherwise builds the binaries if needed (cold: tens of minutes) and starts
+``k8s_cluster`` (session): reuses the cluster of ``make cluster-up`` when $KUBECONFIG points at it
+and it answers (never another cluster), otherwise builds the binaries if needed (cold: tens of minutes) and starts
 one in .cache/k8s-e2e, stopped at the end of the session. Yields an object with ``kubeconfig``,
 ``api_url``, ``state_dir``, ``log_dir``, ``reused`` and ``core`` (a kubernetes CoreV1Api).
 
@@ -47,18 +47,25 @@ class ClusterHandle(object):
 
 
 def _existing_cluster():
-    """The cluster $KUBECONFIG points at, when it answers; else None."""
+    """The local cluster $KUBECONFIG points at, when it answers; else None.
+
+    Only a cluster started by this harness is reused (its kubeconfig sits in a state directory with a
+    state.json, and the server is on 127.0.0.1): the tests create nodes and namespaces, and must never
+    do so on whatever other cluster $KUBECONFIG may name.
+    """
     path = os.environ.get("KUBECONFIG")
     if not path or not os.path.isfile(path):
         return None
+    state_dir = os.path.dirname(os.path.abspath(path))
+    local = cluster_lib.LocalCluster(state_dir)
+    if os.path.abspath(path) != local.kubeconfig or not (local.api_url or "").startswith("https://127.0.0.1:"):
+        return None
     try:
         from kubernetes import client, config
-        api_client = config.new_client_from_config(path)
-        client.VersionApi(api_client).get_code(_request_timeout=5)
+        client.VersionApi(config.new_client_from_config(path)).get_code(_request_timeout=5)
     except Exception:
         return None
-    state_dir = os.path.dirname(os.path.abspath(path))
-    return ClusterHandle(os.path.abspath(path), api_client.configuration.host, state_dir, reused=True)
+    return ClusterHandle(local.kubeconfig, local.api_url, state_dir, reused=True)
 
 
 @pytest.fixture(scope="session")

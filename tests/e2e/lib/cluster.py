@@ -53,6 +53,42 @@ def bin_dir(check=True):
     return proc.stdout.strip().splitlines()[-1]
 
 
+KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+               "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+
+
+def kwok_stages(binaries):
+    """kwok's own default Stages (node init + heartbeat with lease, pod ready/complete/delete).
+
+    The kwok binary embeds none: kwokctl passes them in a config file. Taken from the pinned
+    sigs.k8s.io/kwok module (kustomize/stage/...) and cached next to the binary.
+    """
+    versions = {}
+    with open(os.path.join(TOP, "hack", "k8s", "versions.env")) as f:
+        for line in f:
+            if "=" in line and not line.startswith("#"):
+                k, v = line.strip().split("=", 1)
+                versions[k] = v
+    path = os.path.join(binaries, "kwok-stages-%s.yaml" % versions["KWOK_VERSION"])
+    if os.path.exists(path):
+        return path
+    proc = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/kwok@" + versions["KWOK_VERSION"]],
+                          cwd=os.path.join(TOP, "hack", "k8s", "kwok"), stdout=subprocess.PIPE,
+                          universal_newlines=True)
+    if proc.returncode != 0:
+        raise ClusterError("cannot download sigs.k8s.io/kwok@%s for its stage definitions"
+                           % versions["KWOK_VERSION"])
+    moddir = json.loads(proc.stdout)["Dir"]
+    docs = []
+    for rel in KWOK_STAGES:
+        with open(os.path.join(moddir, "kustomize", "stage", rel)) as f:
+            docs.append(f.read().strip() + "\n")
+    with open(path + ".tmp", "w") as f:
+        f.write("---\n".join(docs))
+    os.replace(path + ".tmp", path)
+    return path
+
+
 def build(stream=None):
     """Run hack/k8s/build.sh (builds what is missing; prints progress)."""
     proc = subprocess.run([BUILD_SCRIPT], stdout=stream, stderr=stream)
@@ -401,6 +437,7 @@ class LocalCluster(object):
         ])
         self._spawn("kwok", [
             "--kubeconfig=" + os.path.join(self.state_dir, "kwok.kubeconfig"),
+            "--config=" + kwok_stages(self.binaries),
             # manage only the fake nodes we create (annotation kwok.x-k8s.io/node=fake)
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=%s=fake" % KWOK_NODE_ANNOTATION,
