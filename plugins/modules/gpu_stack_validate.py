@@ -94,6 +94,7 @@ attributes:
     support: none
     description: Nothing to diff; the roles' M(kubernetes.core.k8s) tasks show the object diffs.
   platform:
+    support: full
     platforms: posix
     description: Runs on the controller (or any host with Python); needs no Kubernetes client.
 notes:
