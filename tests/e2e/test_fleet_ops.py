@@ -124,6 +124,8 @@ def fleet(k8s_cluster, tmp_path_factory):
             "children": {"fleet_e2e": {"hosts": dict(
                 (n, {"gpuops_simulator": sims[n], "gpuops_sim_gpus": [{"model": "a100_80gb", "count": 2}],
                      "gpuops_k8s_node_name": n, "gpu_health_kernel_log_source": "none",
+                     # the mig role records layouts under /etc and installs a boot unit on real hosts
+                     "mig_persist": False,
                      "gpu_health_expected_gpus": 2}) for n in names)}},
         }
     }
