@@ -75,6 +75,7 @@ class Watcher(threading.Thread):
         self.api, self.nodes, self.namespace, self.app = api, nodes, namespace, app
         self.stop = threading.Event()
         self.events, self.min_ready, self.t0 = [], None, time.time()
+        self.pods_seen = set()
 
     def snapshot(self, node):
         labels = node.metadata.labels or {}
@@ -96,6 +97,7 @@ class Watcher(threading.Thread):
                     self.events.append((time.time() - self.t0, name, snap))
                     last[name] = snap
             pods = self.api.list_namespaced_pod(self.namespace, label_selector="app=" + self.app).items
+            self.pods_seen.update(p.metadata.name for p in pods)
             ready = sum(1 for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
                         and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []))
             self.min_ready = ready if self.min_ready is None else min(self.min_ready, ready)
@@ -199,7 +201,8 @@ def test_rollout_keeps_pdb_and_reaches_mixed_layout(fleet):
     watcher.join()
     print("\nROLLOUT TIMELINE (all-1g.10gb -> mixed-a100, canary 1 then batches of 1), %.1fs total" % took)
     print(watcher.timeline())
-    print("minimum ready pods of the PDB-protected deployment (minAvailable 3): %s" % watcher.min_ready)
+    print("minimum ready pods of the PDB-protected deployment (minAvailable 3): %s; pods seen: %d (4 at the start,"
+          " every other one a replacement after an eviction)" % (watcher.min_ready, len(watcher.pods_seen)))
     assert rc == 0, out[-6000:]
     for name in fleet["names"]:
         node = api.read_node(name)
@@ -209,6 +212,7 @@ def test_rollout_keeps_pdb_and_reaches_mixed_layout(fleet):
         assert _alloc(api, name, MIXED) == MIXED
         assert node.status.allocatable.get("nvidia.com/mig-1g.10gb") == "4"
     assert watcher.min_ready is not None and watcher.min_ready >= 3
+    assert len(watcher.pods_seen) > 4, "no pod was evicted: the drains did not exercise the PDB"
     # canary first: the first node finished before the second was cordoned
     done = dict((n, min(t for t, m, s in watcher.events if m == n and s[1] == "success" and s[0] == "mixed-a100"))
                 for n in fleet["names"])
