@@ -204,7 +204,7 @@ def evaluate_host(facts, expected_gpus=None, kernel_log="", policy=None):
             if count is not None and count > ecc_limit:
                 problems.append(_problem(
                     "ecc_uncorrected", "GPU %s: %s uncorrected ECC errors %d > %d"
-                    % (index, counter.split("_")[0], count, ecc_limit),
+                    % (index, counter.split("_", 1)[0], count, ecc_limit),
                     gpu=index, action="reset_gpu", value=count, threshold=ecc_limit))
                 break
         if gpu.get("retired_pages_pending"):

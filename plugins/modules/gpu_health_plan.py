@@ -164,8 +164,8 @@ def main():
         }, now=p["now"])
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
-    plan.pop("changed", None)
-    module.exit_json(changed=False, **plan)
+    plan["changed"] = False  # a plan only; the role applies it
+    module.exit_json(**plan)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ NVML layer and updates its kwok node with the k8s branch's node helper (tests/e2
 as the real plugin would after a MIG change. A watcher records the rollout timeline node by node
 and the test prints it.
 """
-import json
 import os
 import subprocess
 import sys
@@ -43,7 +42,7 @@ def _playbook(args, inventory, kubeconfig, timeout=900):
     env["KUBECONFIG"] = kubeconfig
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory] + args
     proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout)
+                          universal_newlines=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout
 
 
@@ -138,8 +137,8 @@ def fleet(k8s_cluster, tmp_path_factory):
         "name": "Simulated hosts at all-1g.10gb", "hosts": "fleet_e2e", "gather_facts": False,
         "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
         "tasks": [
-            {"name": "Host", "gpuops.k8s.nvml_simulator": {"path": "{{ gpuops_simulator }}",
-                                                        "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
+            {"name": "Host", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
             {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
             {"name": "Layout", "gpuops.k8s.mig_partition": {
                 "config_file": str(work / "files" / "mig-config.yaml"), "config": "all-1g.10gb"}},

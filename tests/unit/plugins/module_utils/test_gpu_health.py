@@ -188,8 +188,8 @@ def test_keep_is_idempotent():
 
 
 def test_manual_cordon_is_respected():
-    plan = gh.plan_actions({"n0": HEALTHY, "n1": sick()}, [node("n0", unschedulable=True),
-                                                          node("n1", unschedulable=True)], {})
+    nodes = [node("n0", unschedulable=True), node("n1", unschedulable=True)]
+    plan = gh.plan_actions({"n0": HEALTHY, "n1": sick()}, nodes, {})
     acts = by_node(plan)
     assert acts["n0"]["action"] == "none" and acts["n0"]["patch"] is None  # never uncordon a manual cordon
     assert acts["n1"]["action"] == "none" and "someone else" in acts["n1"]["reason"]
@@ -257,7 +257,7 @@ def test_run_health_check_file_source(tmp_path):
               "kernel_log_source": "auto", "xid_window": 0, "temperature_threshold_c": 90,
               "ecc_error_threshold": 10}
     calls = []
-    verdict = gh.run_health_check(params, lambda argv: calls.append(argv), lambda p: True, 0)
+    verdict = gh.run_health_check(params, calls.append, lambda p: True, 0)
     assert calls == []  # the file was read, no command ran
     assert verdict["kernel_log_source"] == "file"
     assert [p["value"] for p in verdict["problems"]] == [95]
