@@ -186,6 +186,22 @@ def _alloc(api, name, keys):
     return dict((k, alloc.get(k)) for k in keys)
 
 
+def test_check_mode_prints_the_plan_and_changes_nothing(fleet):
+    api = fleet["api"]
+    rc, out = _playbook(["playbooks/mig_reconfigure.yml", "--check", "-e", "target=fleet_e2e",
+                         "-e", "mig_reconfigure_config=mixed-a100", "-e", "mig_reconfigure_batch_size=2"],
+                        fleet["inventory"], fleet["kubeconfig"])
+    assert rc == 0, out[-6000:]
+    names = fleet["names"]
+    assert "batches: %s | %s, %s | %s" % tuple(names) in out, out[-6000:]
+    for name in names:
+        node = api.read_node(name)
+        assert node.metadata.labels["nvidia.com/mig.config"] == "all-1g.10gb"
+        assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+        assert not node.spec.unschedulable
+        assert _alloc(api, name, ALL_1G) == ALL_1G
+
+
 def test_rollout_keeps_pdb_and_reaches_mixed_layout(fleet):
     api = fleet["api"]
     watcher = Watcher(api, fleet["names"], fleet["namespace"], "infer")
