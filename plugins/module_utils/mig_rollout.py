@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rolling MIG reconfiguration: which nodes change, in which order, and when to stop.
+
+Pure planning for ``playbooks/mig_reconfigure.yml``: from the Node objects of a node group and
+the target MIG config name, build the rollout - a canary batch first, then serial batches - with
+the last good layout of each node (what a rollback restores) and the per-node steps. The labels
+follow the GPU Operator's MIG manager so existing dashboards keep working:
+``nvidia.com/mig.config`` (input) and ``nvidia.com/mig.config.state``
+(``pending`` | ``success`` | ``failed``).
+
+Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+
+LABEL_CONFIG = "nvidia.com/mig.config"
+LABEL_STATE = "nvidia.com/mig.config.state"
+ANN_PREFIX = "gpuops.k8s/"
+ANN_LAST_GOOD = ANN_PREFIX + "mig.config.last-good"
+LABEL_ROLLOUT = ANN_PREFIX + "mig.rollout-id"  # a label, so failures are selectable
+ANN_REASON = ANN_PREFIX + "mig.failure-reason"
+ANN_TIMELINE = ANN_PREFIX + "mig.timeline"
+
+STEPS = (
+    "label nvidia.com/mig.config=<target>, nvidia.com/mig.config.state=pending",
+    "cordon",
+    "drain (PodDisruptionBudgets honoured, timeout)",
+    "apply layout <target> (mig role)",
+    "wait until the node advertises the new resources",
+    "uncordon",
+    "label nvidia.com/mig.config.state=success",
+)
+
+
+def _labels(node):
+    return ((node.get("metadata") or {}).get("labels")) or {}
+
+
+def _annotations(node):
+    return ((node.get("metadata") or {}).get("annotations")) or {}
+
+
+def last_good_config(node, default="all-disabled"):
+    """The layout a rollback restores: the current config label when it was applied
+    successfully (or has no state yet), else the recorded last good one."""
+    labels = _labels(node)
+    current = labels.get(LABEL_CONFIG)
+    state = labels.get(LABEL_STATE)
+    if current and state in (None, "", "success"):
+        return current
+    return _annotations(node).get(ANN_LAST_GOOD) or default
+
+
+def serial_batches(count, canary=1, batch_size=1):
+    """Ansible ``serial`` list for ``count`` hosts: ``[canary, batch_size]`` (canary 0: one size)."""
+    if canary < 0 or batch_size < 1:
+        raise GpuOpsError("canary must be >= 0 and batch_size >= 1, got canary=%s batch_size=%s"
+                          % (canary, batch_size))
+    if count == 0:
+        return [batch_size]
+    return [canary, batch_size] if canary else [batch_size]
+
+
+def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0, force=False,
+                 default_config="all-disabled", known_configs=None):
+    """Plan a rollout of MIG config ``target`` over ``hosts`` (inventory order = rollout order).
+
+    ``nodes``: ``{host: Node object or None}`` (None: the host has no Kubernetes node).
+    ``known_configs``: config names the site's mig-parted file defines; when given, ``target``
+    must be one of them. ``force``: include nodes already at ``target``.
+
+    Returns ``{"target", "nodes": [names in order], "skipped": [{node, reason}], "batches",
+    "serial", "failure_budget", "per_node": {name: {...}}}``.
+    """
+    if not target:
+        raise GpuOpsError("a target MIG config name is required")
+    if known_configs is not None and target not in known_configs:
+        raise GpuOpsError("unknown MIG config %r; the config file defines: %s"
+                          % (target, ", ".join(sorted(known_configs))), valid=sorted(known_configs))
+    if failure_budget < 0:
+        raise GpuOpsError("failure_budget must be >= 0, got %s" % failure_budget)
+    missing = [h for h in hosts if nodes.get(h) is None]
+    if missing:
+        raise GpuOpsError("no Kubernetes node for host(s) %s: the rollout needs every host of the group "
+                          "to be a node (names must match, or set gpuops_k8s_node_name)" % ", ".join(missing),
+                          missing=missing)
+    order = []
+    skipped = []
+    per_node = {}
+    for host in hosts:
+        node = nodes[host]
+        labels = _labels(node)
+        current = labels.get(LABEL_CONFIG)
+        state = labels.get(LABEL_STATE)
+        if current == target and state == "success" and not force:
+            skipped.append({"node": host, "reason": "already at %s (state success)" % target})
+            continue
+        order.append(host)
+        per_node[host] = {
+            "current": current,
+            "state": state,
+            "last_good": last_good_config(node, default_config),
+            "target": target,
+            "cordoned_before": bool((node.get("spec") or {}).get("unschedulable")),
+            "steps": [s.replace("<target>", target) for s in STEPS],
+        }
+    batches = []
+    rest = list(order)
+    if canary and rest:
+        batches.append(rest[:canary])
+        rest = rest[canary:]
+    while rest:
+        batches.append(rest[:batch_size])
+        rest = rest[batch_size:]
+    for number, batch in enumerate(batches):
+        for host in batch:
+            per_node[host]["batch"] = number
+            per_node[host]["canary"] = bool(canary) and number == 0
+    return {
+        "target": target,
+        "nodes": order,
+        "skipped": skipped,
+        "batches": batches,
+        "serial": serial_batches(len(order), canary, batch_size),
+        "failure_budget": failure_budget,
+        "per_node": per_node,
+    }
+
+
+def budget_left(nodes, rollout_id, failure_budget):
+    """Failures of this rollout so far (nodes labelled failed with its id) against the budget.
+
+    Returns ``{"failed": [names], "exhausted": bool}``; exhausted means stop the rollout.
+    """
+    failed = sorted(
+        (n.get("metadata") or {}).get("name") for n in nodes
+        if _labels(n).get(LABEL_STATE) == "failed" and _labels(n).get(LABEL_ROLLOUT) == rollout_id
+    )
+    return {"failed": failed, "exhausted": len(failed) > failure_budget}
+
+
+def expected_resources_met(node, expected):
+    """True when the node's allocatable carries exactly ``expected`` for every MIG/GPU resource
+    named there, and no other ``nvidia.com/mig-*`` resource with a non-zero count."""
+    alloc = ((node.get("status") or {}).get("allocatable")) or {}
+    for name, count in (expected or {}).items():
+        if str(alloc.get(name, "0")) != str(count):
+            return False
+    for name, value in alloc.items():
+        if name.startswith("nvidia.com/mig-") and name not in (expected or {}) and str(value) not in ("0", ""):
+            return False
+    return True

@@ -1,0 +1,172 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_health_plan
+short_description: Decide which GPU nodes to cordon or uncordon from health verdicts
+version_added: "0.1.0"
+description:
+  - Takes the verdicts of M(gpuops.k8s.gpu_health_check) for every GPU host and the Kubernetes
+    Node objects of the GPU node pool, and returns one action per node with the exact Node merge
+    patch to apply (taint, C(spec.unschedulable), audit annotations and a fault label).
+  - V(cordon) an unhealthy node, V(keep) a node the health check already quarantined,
+    V(wait) a recovering node that has not been healthy for O(uncordon_after) checks in a row yet,
+    V(uncordon) a node that has, V(blocked) when the circuit breaker refuses more quarantine,
+    V(report) when O(auto_cordon=false), V(none) otherwise.
+  - The circuit breaker never lets the health check quarantine more than
+    O(max_unhealthy_fraction) of the GPU nodes (counting nodes it already holds).
+  - A node cordoned by someone else (no C(gpuops.k8s/health.cordoned-by) annotation) is never
+    touched, and a node labelled C(gpuops.k8s/health.managed=false) is left alone.
+  - Pure computation on the controller; it changes nothing. Apply the patches with
+    M(kubernetes.core.k8s) (O(kubernetes.core.k8s#module:state=patched), C(merge_type=merge)), as the
+    C(gpuops.k8s.gpu_health) role does.
+author:
+  - gpuops.k8s maintainers (@gpuops)
+attributes:
+  check_mode:
+    support: full
+    description: The module computes a plan only; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+  platform:
+    support: full
+    description: Runs anywhere, usually on the controller.
+    platforms: all
+options:
+  verdicts:
+    description: Node name to M(gpuops.k8s.gpu_health_check) result. Nodes without an entry are left as they are.
+    type: dict
+    required: true
+  nodes:
+    description: The Node objects of the GPU node pool (the RV(kubernetes.core.k8s_info#module:resources) list).
+    type: list
+    elements: dict
+    required: true
+  auto_cordon:
+    description: Quarantine unhealthy nodes. With V(false) they are only reported.
+    type: bool
+    default: true
+  dry_run:
+    description: Plan only; every action comes back with RV(actions[].applied=false).
+    type: bool
+    default: true
+  uncordon_after:
+    description: Healthy checks in a row before a quarantined node is uncordoned (hysteresis).
+    type: int
+    default: 3
+  max_unhealthy_fraction:
+    description: The circuit breaker, the largest share (0 to 1) of GPU nodes the health check may hold quarantined.
+    type: float
+    default: 0.25
+  taint:
+    description: The taint put on a quarantined node, or null for cordon only.
+    type: dict
+    default: {key: nvidia.com/gpu-error, value: fatal, effect: NoSchedule}
+  now:
+    description: Timestamp written to the audit annotations (ISO 8601).
+    type: str
+    default: ""
+seealso:
+  - module: gpuops.k8s.gpu_health_check
+  - module: kubernetes.core.k8s
+"""
+
+EXAMPLES = r"""
+- name: Plan health actions for the GPU node pool
+  gpuops.k8s.gpu_health_plan:
+    verdicts: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, 'gpu_health_verdict'))) }}"
+    nodes: "{{ gpu_node_list.resources }}"
+    dry_run: false
+    max_unhealthy_fraction: 0.2
+  register: plan
+
+- name: Apply the planned patches
+  kubernetes.core.k8s:
+    kind: Node
+    name: "{{ item.node }}"
+    state: patched
+    merge_type: merge
+    definition: "{{ item.patch }}"
+  loop: "{{ plan.actions | selectattr('applied') }}"
+"""
+
+RETURN = r"""
+actions:
+  description: One entry per node.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: Node name.
+      type: str
+    action:
+      description: V(cordon), V(keep), V(wait), V(uncordon), V(blocked), V(report) or V(none).
+      type: str
+    reason:
+      description: Why.
+      type: str
+    patch:
+      description: Node merge patch to apply, null when nothing changes.
+      type: dict
+    applied:
+      description: Whether the patch is meant to be applied (false under O(dry_run)).
+      type: bool
+  sample: [{node: dgx-a100-01, action: cordon, reason: "GPU 0: Xid 79", applied: true, patch: {spec: {unschedulable: true}}}]
+breaker:
+  description: The circuit breaker's state.
+  returned: success
+  type: dict
+  sample: {total_nodes: 8, limit: 2, fraction: 0.25, quarantined_before: [], open: false, blocked: []}
+summary:
+  description: Count of nodes per action.
+  returned: success
+  type: dict
+  sample: {none: 7, cordon: 1}
+dry_run:
+  description: O(dry_run) as given.
+  returned: success
+  type: bool
+  sample: true
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_health import DEFAULT_TAINT, plan_actions
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            verdicts=dict(type="dict", required=True),
+            nodes=dict(type="list", elements="dict", required=True),
+            auto_cordon=dict(type="bool", default=True),
+            dry_run=dict(type="bool", default=True),
+            uncordon_after=dict(type="int", default=3),
+            max_unhealthy_fraction=dict(type="float", default=0.25),
+            taint=dict(type="dict", default=dict(DEFAULT_TAINT)),
+            now=dict(type="str", default=""),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        plan = plan_actions(p["verdicts"], p["nodes"], {
+            "auto_cordon": p["auto_cordon"], "dry_run": p["dry_run"], "uncordon_after": p["uncordon_after"],
+            "max_unhealthy_fraction": p["max_unhealthy_fraction"], "taint": p["taint"],
+        }, now=p["now"])
+    except GpuOpsError as e:
+        module.fail_json(msg=e.msg, **e.details)
+    plan["changed"] = False  # a plan only; the role applies it
+    module.exit_json(**plan)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""Fleet operations on the real control plane with simulated hosts (docs/fleet-operations.md).
+
+* a rolling MIG reconfiguration of 4 nodes (all-1g.10gb -> a mixed layout) while a deployment
+  protected by a PodDisruptionBudget keeps its minimum available;
+* a fault injected in the simulator on the third node: rollback, node left cordoned and failed,
+  rollout stopped (the fourth node untouched);
+* an injected ECC error cordons exactly that node; clearing it uncordons it (after hysteresis).
+
+The device plugin is played by a thread that reads each simulated host through the collection's
+NVML layer and updates its kwok node with the k8s branch's node helper (tests/e2e/lib/gpu_nodes),
+as the real plugin would after a MIG change. A watcher records the rollout timeline node by node
+and the test prints it.
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+
+from lib import gpu_nodes
+from lib.wait import wait_for
+
+TOP = gpu_nodes.TOP
+MIG_CONFIG = {
+    "version": "v1",
+    "mig-configs": {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+        "mixed-a100": [{"devices": "all", "mig-enabled": True,
+                        "mig-devices": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}],
+    },
+}
+ALL_1G = {"nvidia.com/mig-1g.10gb": "14"}
+MIXED = {"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-2g.20gb": "2", "nvidia.com/mig-1g.10gb": "4"}
+
+
+def _playbook(args, inventory, kubeconfig, timeout=900):
+    env = dict(os.environ)
+    env["KUBECONFIG"] = kubeconfig
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory] + args
+    proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=timeout, check=False)
+    return proc.returncode, proc.stdout
+
+
+class DevicePlugin(threading.Thread):
+    """Acts as the device plugin of each simulated host: live MIG layout -> node capacity."""
+
+    def __init__(self, api, hosts):
+        super(DevicePlugin, self).__init__(daemon=True)
+        self.api, self.hosts, self.stop = api, hosts, threading.Event()
+
+    def run(self):
+        from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml
+        while not self.stop.is_set():
+            for name, sim in self.hosts.items():
+                try:
+                    with nvml.open_nvml(simulator=sim) as backend:
+                        facts = gpu_state.read_host(backend)
+                    gpu_nodes.ensure_node(self.api, name, gpu_facts=facts["gpus"], mig_strategy="mixed")
+                except Exception:  # a layout halfway through a change; next round
+                    pass
+            self.stop.wait(0.5)
+
+
+class Watcher(threading.Thread):
+    """Records node changes (state label, cordon, MIG resources) and the PDB-protected ready count."""
+
+    def __init__(self, api, nodes, namespace, app):
+        super(Watcher, self).__init__(daemon=True)
+        self.api, self.nodes, self.namespace, self.app = api, nodes, namespace, app
+        self.stop = threading.Event()
+        self.events, self.min_ready, self.t0 = [], None, time.time()
+        self.pods_seen = set()
+
+    def snapshot(self, node):
+        labels = node.metadata.labels or {}
+        alloc = node.status.allocatable or {}
+        mig = ",".join("%s=%s" % (k.split("mig-")[1], v) for k, v in sorted(alloc.items())
+                       if k.startswith("nvidia.com/mig-") and v != "0")
+        return (labels.get("nvidia.com/mig.config"), labels.get("nvidia.com/mig.config.state"),
+                "cordoned" if node.spec.unschedulable else "schedulable", mig)
+
+    def run(self):
+        last = {}
+        while not self.stop.is_set():
+            for name in self.nodes:
+                try:
+                    snap = self.snapshot(self.api.read_node(name))
+                except Exception:
+                    continue
+                if last.get(name) != snap:
+                    self.events.append((time.time() - self.t0, name, snap))
+                    last[name] = snap
+            pods = self.api.list_namespaced_pod(self.namespace, label_selector="app=" + self.app).items
+            self.pods_seen.update(p.metadata.name for p in pods)
+            ready = sum(1 for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+                        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []))
+            self.min_ready = ready if self.min_ready is None else min(self.min_ready, ready)
+            self.stop.wait(0.2)
+
+    def timeline(self):
+        lines = []
+        for at, name, (config, state, sched, mig) in self.events:
+            lines.append("%7.1fs  %-22s config=%-12s state=%-8s %-11s %s" % (at, name, config, state, sched, mig))
+        return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def fleet(k8s_cluster, tmp_path_factory):
+    import uuid
+    from kubernetes import client
+    unique = uuid.uuid4().hex[:5]
+    work = tmp_path_factory.mktemp("fleet")
+    (work / "files").mkdir()
+    (work / "files" / "mig-config.yaml").write_text(yaml.safe_dump(MIG_CONFIG))
+    names = ["fleet-%s-%d" % (unique, i) for i in range(1, 5)]
+    sims = dict((n, str(work / ("%s.json" % n))) for n in names)
+    inventory = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "children": {"fleet_e2e": {"hosts": dict(
+                (n, {"gpuops_simulator": sims[n], "gpuops_sim_gpus": [{"model": "a100_80gb", "count": 2}],
+                     "gpuops_k8s_node_name": n, "gpu_health_kernel_log_source": "none",
+                     # the mig role records layouts under /etc and installs a boot unit on real hosts
+                     "mig_persist": False,
+                     "gpu_health_expected_gpus": 2}) for n in names)}},
+        }
+    }
+    inv = work / "hosts.yml"
+    inv.write_text(yaml.safe_dump(inventory))
+    setup = work / "setup.yml"
+    setup.write_text(yaml.safe_dump([{
+        "name": "Simulated hosts at all-1g.10gb", "hosts": "fleet_e2e", "gather_facts": False,
+        "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
+        "tasks": [
+            {"name": "Host", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
+            {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
+            {"name": "Layout", "gpuops.k8s.mig_partition": {
+                "config_file": str(work / "files" / "mig-config.yaml"), "config": "all-1g.10gb"}},
+        ]}]))
+    rc, out = _playbook([str(setup)], str(inv), k8s_cluster.kubeconfig)
+    assert rc == 0, out[-4000:]
+    api = k8s_cluster.core
+    plugin = DevicePlugin(api, sims)
+    for n in names:
+        gpu_nodes.ensure_node(api, n, gpus=[{"model": "a100_80gb", "count": 2}], mig_strategy="mixed",
+                              mig_config={"1g.10gb": 7},
+                              labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success",
+                                      "e2e-fleet": unique})
+    plugin.start()
+    ns = "fleet-" + unique
+    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    apps = client.AppsV1Api(k8s_cluster.api_client())
+    policy = client.PolicyV1Api(k8s_cluster.api_client())
+    apps.create_namespaced_deployment(ns, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "infer"}},
+                 "template": {"metadata": {"labels": {"app": "infer"}}, "spec": {
+                     "nodeSelector": {"e2e-fleet": unique},
+                     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}}})
+    policy.create_namespaced_pod_disruption_budget(ns, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "infer"},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "infer"}}}})
+
+    def ready4():
+        pods = api.list_namespaced_pod(ns, label_selector="app=infer").items
+        return sum(1 for p in pods if p.status.phase == "Running") >= 4
+
+    wait_for(ready4, 120, what="4 pods of the PDB-protected deployment running")
+    yield {"names": names, "sims": sims, "inventory": str(inv), "api": api, "namespace": ns,
+           "kubeconfig": k8s_cluster.kubeconfig, "work": work}
+    plugin.stop.set()
+    api.delete_namespace(ns)
+    for n in names:
+        gpu_nodes.delete_node(api, n)
+
+
+def _alloc(api, name, keys):
+    alloc = api.read_node(name).status.allocatable
+    return dict((k, alloc.get(k)) for k in keys)
+
+
+def test_check_mode_prints_the_plan_and_changes_nothing(fleet):
+    api = fleet["api"]
+    rc, out = _playbook(["playbooks/mig_reconfigure.yml", "--check", "-e", "target=fleet_e2e",
+                         "-e", "mig_reconfigure_config=mixed-a100", "-e", "mig_reconfigure_batch_size=2"],
+                        fleet["inventory"], fleet["kubeconfig"])
+    assert rc == 0, out[-6000:]
+    names = fleet["names"]
+    assert "batches: %s | %s, %s | %s" % tuple(names) in out, out[-6000:]
+    for name in names:
+        node = api.read_node(name)
+        assert node.metadata.labels["nvidia.com/mig.config"] == "all-1g.10gb"
+        assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+        assert not node.spec.unschedulable
+        assert _alloc(api, name, ALL_1G) == ALL_1G
+
+
+def test_rollout_keeps_pdb_and_reaches_mixed_layout(fleet):
+    api = fleet["api"]
+    watcher = Watcher(api, fleet["names"], fleet["namespace"], "infer")
+    watcher.start()
+    start = time.time()
+    rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=fleet_e2e",
+                         "-e", "mig_reconfigure_config=mixed-a100", "-e", "mig_reconfigure_drain_timeout=120"],
+                        fleet["inventory"], fleet["kubeconfig"])
+    took = time.time() - start
+    time.sleep(1)
+    watcher.stop.set()
+    watcher.join()
+    print("\nROLLOUT TIMELINE (all-1g.10gb -> mixed-a100, canary 1 then batches of 1), %.1fs total" % took)
+    print(watcher.timeline())
+    print("minimum ready pods of the PDB-protected deployment (minAvailable 3): %s; pods seen: %d (4 at the start,"
+          " every other one a replacement after an eviction)" % (watcher.min_ready, len(watcher.pods_seen)))
+    assert rc == 0, out[-6000:]
+    for name in fleet["names"]:
+        node = api.read_node(name)
+        assert node.metadata.labels["nvidia.com/mig.config"] == "mixed-a100"
+        assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+        assert not node.spec.unschedulable
+        assert _alloc(api, name, MIXED) == MIXED
+        assert node.status.allocatable.get("nvidia.com/mig-1g.10gb") == "4"
+    assert watcher.min_ready is not None and watcher.min_ready >= 3
+    assert len(watcher.pods_seen) > 4, "no pod was evicted: the drains did not exercise the PDB"
+    # canary first: the first node finished before the second was cordoned
+    done = dict((n, min(t for t, m, s in watcher.events if m == n and s[1] == "success" and s[0] == "mixed-a100"))
+                for n in fleet["names"])
+    cordoned = dict((n, min(t for t, m, s in watcher.events if m == n and s[2] == "cordoned"))
+                    for n in fleet["names"])
+    order = sorted(fleet["names"], key=lambda n: cordoned[n])
+    for first, second in zip(order, order[1:]):
+        assert done[first] <= cordoned[second], "%s cordoned before %s finished" % (second, first)
+
+    # idempotent: a second run plans nothing
+    rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=fleet_e2e",
+                         "-e", "mig_reconfigure_config=mixed-a100"], fleet["inventory"], fleet["kubeconfig"])
+    assert rc == 0, out[-4000:]
+    assert "skip %s (already done)" % fleet["names"][0] in out
+
+
+def test_fault_on_third_node_rolls_back_and_stops(fleet):
+    api = fleet["api"]
+    names = fleet["names"]
+    third = names[2]
+    fault = fleet["work"] / "fault.yml"
+    fault.write_text(yaml.safe_dump([{
+        "name": "Inject", "hosts": third, "gather_facts": False,
+        "tasks": [{"name": "Fault", "gpuops.k8s.nvml_simulator": {
+            "path": "{{ gpuops_simulator }}",
+            "faults": [{"call": "nvmlDeviceCreateGpuInstanceWithPlacement",
+                        "error": "NVML_ERROR_INSUFFICIENT_RESOURCES", "count": 1, "gpu": 1}]}}]}]))
+    rc, out = _playbook([str(fault)], fleet["inventory"], fleet["kubeconfig"])
+    assert rc == 0, out[-3000:]
+    watcher = Watcher(api, names, fleet["namespace"], "infer")
+    watcher.start()
+    rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=fleet_e2e",
+                         "-e", "mig_reconfigure_config=all-1g.10gb"], fleet["inventory"], fleet["kubeconfig"])
+    time.sleep(1)
+    watcher.stop.set()
+    watcher.join()
+    print("\nROLLOUT TIMELINE (mixed-a100 -> all-1g.10gb, fault on %s)" % third)
+    print(watcher.timeline())
+    assert rc != 0, out[-4000:]
+    assert "Rollout stopped" in out, out[-4000:]
+    for name in names[:2]:
+        labels = api.read_node(name).metadata.labels
+        assert (labels["nvidia.com/mig.config"], labels["nvidia.com/mig.config.state"]) == ("all-1g.10gb", "success")
+    node = api.read_node(third)
+    assert node.metadata.labels["nvidia.com/mig.config.state"] == "failed"
+    assert node.metadata.labels["nvidia.com/mig.config"] == "mixed-a100"
+    assert node.spec.unschedulable is True
+    assert "INSUFFICIENT_RESOURCES" in node.metadata.annotations["gpuops.k8s/mig.failure-reason"] or \
+        "Insufficient" in node.metadata.annotations["gpuops.k8s/mig.failure-reason"]
+    wait_for(lambda: _alloc(api, third, MIXED) == MIXED, 30, what="rolled-back layout advertised")
+    fourth = api.read_node(names[3])
+    assert fourth.metadata.labels["nvidia.com/mig.config"] == "mixed-a100"
+    assert fourth.metadata.labels["nvidia.com/mig.config.state"] == "success"
+    assert not fourth.spec.unschedulable
+    assert not [e for e in watcher.events if e[1] == names[3] and e[2][2] == "cordoned"]
+
+
+def test_ecc_error_cordons_exactly_that_node_and_recovery_uncordons(fleet):
+    api = fleet["api"]
+    names = fleet["names"]
+    # leave the rollout test's failed node out of the pool under test
+    for n in names:
+        gpu_nodes.ensure_node(api, n, labels={"gpuops.k8s/health.managed": "true"})
+    api.patch_node(names[2], {"spec": {"unschedulable": None},
+                              "metadata": {"labels": {"gpuops.k8s/health.managed": "false"}}})
+    victim = names[1]
+
+    def health(n_errors):
+        play = fleet["work"] / "ecc.yml"
+        play.write_text(yaml.safe_dump([{
+            "name": "ECC", "hosts": victim, "gather_facts": False,
+            "tasks": [{"name": "ECC", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "health": [{"gpu": 0, "ecc_volatile_uncorrected": n_errors}]}}]}]))
+        rc, out = _playbook([str(play)], fleet["inventory"], fleet["kubeconfig"])
+        assert rc == 0, out[-3000:]
+
+    def run_health(extra=()):
+        rc, out = _playbook(["playbooks/health.yml", "-e", "target=fleet_e2e",
+                             "-e", "gpu_health_node_selector=e2e-fleet=" + api.read_node(names[0]).metadata.labels["e2e-fleet"],
+                             "-e", "gpu_health_max_unhealthy_fraction=0.5", "-e", "gpu_health_uncordon_after=2"]
+                            + list(extra), fleet["inventory"], fleet["kubeconfig"])
+        assert rc == 0, out[-5000:]
+        return out
+
+    health(25)
+    out = run_health()  # dry run by default: nothing changes
+    assert "cordon (dry run, not applied)" in out
+    assert not api.read_node(victim).spec.unschedulable
+    run_health(["-e", "gpu_health_dry_run=false"])
+    cordoned = [n for n in names if api.read_node(n).spec.unschedulable]
+    assert cordoned == [victim]
+    node = api.read_node(victim)
+    assert "ECC errors 25 > 10" in node.metadata.annotations["gpuops.k8s/health.reason"]
+    assert {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"} in \
+        [dict(key=t.key, value=t.value, effect=t.effect) for t in node.spec.taints]
+    health(0)
+    run_health(["-e", "gpu_health_dry_run=false"])  # healthy 1 of 2: still cordoned (hysteresis)
+    assert api.read_node(victim).spec.unschedulable
+    run_health(["-e", "gpu_health_dry_run=false"])
+    node = api.read_node(victim)
+    assert not node.spec.unschedulable
+    assert not node.spec.taints
+    assert "gpuops.k8s/health.reason" not in (node.metadata.annotations or {})
