@@ -83,6 +83,7 @@ def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0,
                           % (target, ", ".join(sorted(known_configs))), valid=sorted(known_configs))
     if failure_budget < 0:
         raise GpuOpsError("failure_budget must be >= 0, got %s" % failure_budget)
+    serial_batches(len(hosts), canary, batch_size)  # validates canary and batch_size before any work
     missing = [h for h in hosts if nodes.get(h) is None]
     if missing:
         raise GpuOpsError("no Kubernetes node for host(s) %s: the rollout needs every host of the group "
