@@ -3,31 +3,12 @@
 import json
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuops.k8s.plugins.module_utils import nvml_sim
 from ansible_collections.gpuops.k8s.plugins.modules import mig_partition
 
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
-@pytest.fixture
-def module_io(monkeypatch):
-    def exit_json(self, **kw):
-        raise Exit(kw)
-
-    def fail_json(self, **kw):
-        raise Fail(kw)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+import module_harness
+from module_harness import Exit, Fail
 
 
 @pytest.fixture
@@ -41,35 +22,32 @@ def sim(tmp_path):
 
 
 def call(args, exc):
-    with patch_module_args(args):
-        with pytest.raises(exc) as e:
-            mig_partition.main()
-    return e.value.args[0]
+    return module_harness.call(mig_partition, args, expect=exc)
 
 
 LAYOUT = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
 
 
-def test_apply_then_idempotent(module_io, sim):
+def test_apply_then_idempotent(sim):
     r = call({"simulator": sim, "layout": LAYOUT}, Exit)
     assert r["changed"] and r["resources"] == {"nvidia.com/mig-3g.40gb": 4}
     r = call({"simulator": sim, "layout": LAYOUT}, Exit)
     assert not r["changed"]
 
 
-def test_check_mode_writes_nothing(module_io, sim):
+def test_check_mode_writes_nothing(sim):
     before = open(sim).read()
     r = call({"simulator": sim, "layout": LAYOUT, "_ansible_check_mode": True, "_ansible_diff": True}, Exit)
     assert r["changed"] and "diff" in r and open(sim).read() == before
 
 
-def test_simulator_from_environment(module_io, sim, monkeypatch):
+def test_simulator_from_environment(sim, monkeypatch):
     monkeypatch.setenv("GPUOPS_NVML_SIMULATOR", sim)
     r = call({"layout": LAYOUT}, Exit)
     assert r["changed"]
 
 
-def test_error_details_reach_fail_json(module_io, sim):
+def test_error_details_reach_fail_json(sim):
     r = call({"simulator": sim, "layout": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1}}]},
              Fail)
     assert "valid profiles" in r["msg"] and r["valid_profiles"][0] == "1g.10gb"
@@ -81,7 +59,7 @@ def test_error_details_reach_fail_json(module_io, sim):
     ({}, "one of the following is required"),
     ({"layout": LAYOUT, "config": "all-1g.10gb"}, "config_file"),
 ])
-def test_argument_spec(module_io, sim, args, words):
+def test_argument_spec(sim, args, words):
     args = dict(args, simulator=sim)
     r = call(args, Fail)
     assert words in r["msg"]

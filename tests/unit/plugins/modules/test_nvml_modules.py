@@ -4,39 +4,10 @@
 import json
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuops.k8s.plugins.modules import gpu_info, mig_mode, nvml_simulator
 
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def patch_exits(monkeypatch):
-    def exit_json(self, **kw):
-        raise Exit(kw)
-
-    def fail_json(self, **kw):
-        raise Fail(kw)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.delenv("GPUOPS_NVML_SIMULATOR", raising=False)
-
-
-def call(module, args, expect=Exit):
-    with patch_module_args(args):
-        with pytest.raises((Exit, Fail)) as e:
-            module.main()
-    assert isinstance(e.value, expect), e.value.args[0]
-    return e.value.args[0]
+from module_harness import Fail, call
 
 
 @pytest.fixture
