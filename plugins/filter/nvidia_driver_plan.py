@@ -17,8 +17,8 @@ description:
     proprietary kernel modules are asked for a model that needs the open ones.
 options:
   _input:
-    description: The PCI listing text.
-    type: str
+    description: The PCI listing, one text or a list of lines.
+    type: raw
     required: true
   branch:
     description: Driver branch such as V(550).

@@ -47,12 +47,14 @@ def _int(text):
 
 
 def parse_pci_listing(text):
-    """Parse lines ``<bus id> <vendor> <device> <class>`` (values as in /sys/bus/pci/devices/*/).
+    """Parse lines ``<bus id> <vendor> <device> <class>`` (values as in /sys/bus/pci/devices/*/), given
+    as one text or as a list of lines.
 
     Returns ``[{"bus_id", "vendor", "device", "class"}]`` (ints for the ids); other lines are skipped.
     """
     out = []
-    for line in (text or "").splitlines():
+    lines = text if isinstance(text, (list, tuple)) else (text or "").splitlines()
+    for line in lines:
         parts = line.split()
         if len(parts) < 4:
             continue
@@ -81,7 +83,7 @@ def driver_plan(pci_devices, branch, version=None, kernel_modules="auto", models
                 fabric_manager="auto"):
     """Decide and validate the driver for a host.
 
-    ``pci_devices``: output of parse_pci_listing (or its text); ``branch``: e.g. "550";
+    ``pci_devices``: output of parse_pci_listing (or its text, or its lines); ``branch``: e.g. "550";
     ``version``: an exact version pin or None; ``kernel_modules``: open/proprietary/auto;
     ``models``: catalog keys to assume instead of (or in addition to) what PCI shows (for hosts
     prepared before their GPUs are visible); ``fabric_manager``: true/false/"auto".
@@ -90,7 +92,7 @@ def driver_plan(pci_devices, branch, version=None, kernel_modules="auto", models
     Raises GpuOpsError naming what would work when the branch is too old for a model or the
     proprietary modules are asked for a model that needs the open ones.
     """
-    if isinstance(pci_devices, str):
+    if isinstance(pci_devices, str) or (pci_devices and isinstance(pci_devices[0], str)):
         pci_devices = parse_pci_listing(pci_devices)
     if kernel_modules not in KERNEL_MODULE_FLAVOURS:
         raise GpuOpsError("kernel_modules must be one of %s, got %r" % (", ".join(KERNEL_MODULE_FLAVOURS),

@@ -22,6 +22,12 @@ def test_parse_pci_listing_skips_garbage():
                                            "class": 0x030200}
 
 
+def test_parse_pci_listing_takes_a_list_of_lines():
+    lines = HGX_H100.splitlines()
+    assert parse_pci_listing(lines) == parse_pci_listing(HGX_H100)
+    assert driver_plan(lines, "550")["models"] == ["h100_80gb"]
+
+
 def test_hgx_h100_needs_fabric_manager():
     plan = driver_plan(HGX_H100, "550")
     assert plan["models"] == ["h100_80gb"] and len(plan["gpus"]) == 8 and len(plan["nvswitches"]) == 4
