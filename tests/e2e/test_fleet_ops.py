@@ -6,9 +6,9 @@
   rollout stopped (the fourth node untouched);
 * an injected ECC error cordons exactly that node; clearing it uncordons it (after hysteresis).
 
-The device plugin is played by a thread that reads each simulated host through the collection's
-NVML layer and updates its kwok node with the k8s branch's node helper (tests/e2e/lib/gpu_nodes),
-as the real plugin would after a MIG change. A watcher records the rollout timeline node by node
+The device plugin is played by tests/e2e/lib/sim_device_plugin.py (a thread here): it reads each
+simulated host through the collection's NVML layer and updates its kwok node, as the real plugin
+would after a MIG change. A watcher records the rollout timeline node by node
 and the test prints it.
 """
 import os
@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from lib import gpu_nodes
+from lib.sim_device_plugin import SimDevicePlugin
 from lib.wait import wait_for
 
 TOP = gpu_nodes.TOP
@@ -44,26 +45,6 @@ def _playbook(args, inventory, kubeconfig, timeout=900):
     proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout
-
-
-class DevicePlugin(threading.Thread):
-    """Acts as the device plugin of each simulated host: live MIG layout -> node capacity."""
-
-    def __init__(self, api, hosts):
-        super(DevicePlugin, self).__init__(daemon=True)
-        self.api, self.hosts, self.stop = api, hosts, threading.Event()
-
-    def run(self):
-        from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml
-        while not self.stop.is_set():
-            for name, sim in self.hosts.items():
-                try:
-                    with nvml.open_nvml(simulator=sim) as backend:
-                        facts = gpu_state.read_host(backend)
-                    gpu_nodes.ensure_node(self.api, name, gpu_facts=facts["gpus"], mig_strategy="mixed")
-                except Exception:  # a layout halfway through a change; next round
-                    pass
-            self.stop.wait(0.5)
 
 
 class Watcher(threading.Thread):
@@ -146,7 +127,7 @@ def fleet(k8s_cluster, tmp_path_factory):
     rc, out = _playbook([str(setup)], str(inv), k8s_cluster.kubeconfig)
     assert rc == 0, out[-4000:]
     api = k8s_cluster.core
-    plugin = DevicePlugin(api, sims)
+    plugin = SimDevicePlugin(api, dict((n, {"simulator": sims[n], "mig_strategy": "mixed"}) for n in names))
     for n in names:
         gpu_nodes.ensure_node(api, n, gpus=[{"model": "a100_80gb", "count": 2}], mig_strategy="mixed",
                               mig_config={"1g.10gb": 7},

@@ -463,8 +463,59 @@ class LocalCluster(object):
         api.read_namespaced_service_account("default", "default")
         return True
 
+    # -- the simulated lab's device plugin (tests/e2e/lib/sim_device_plugin.py)
+    def _helper_alive(self, name):
+        pid = self.state.get("helpers", {}).get(name)
+        if not pid:
+            return False
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except (IOError, OSError):
+            return False
+        return any(a.endswith(b"sim_device_plugin.py") for a in argv) and any(
+            self.state_dir.encode() in a for a in argv)
+
+    def start_sim_device_plugin(self, fleet, sim_dir):
+        """Start (or keep) the process that publishes the simulated hosts' live GPUs on their nodes."""
+        name = "sim-device-plugin"
+        if self._helper_alive(name):
+            return self.state["helpers"][name]
+        os.makedirs(self.log_dir, exist_ok=True)
+        logf = open(os.path.join(self.log_dir, name + ".log"), "ab")
+        argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_device_plugin.py"),
+                "--kubeconfig", self.kubeconfig, "--fleet", os.path.abspath(fleet),
+                "--sim-dir", os.path.abspath(sim_dir)]
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=self.state_dir, start_new_session=True, close_fds=True)
+        logf.close()
+        self.state.setdefault("helpers", {})[name] = proc.pid
+        self._write_state()
+        return proc.pid
+
+    def _stop_helpers(self, timeout=10):
+        stopped = []
+        for name, pid in sorted(self.state.get("helpers", {}).items()):
+            if not self._helper_alive(name):
+                continue
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                continue
+            deadline = time.time() + timeout
+            while time.time() < deadline and self._helper_alive(name) and not self._reaped(pid):
+                time.sleep(0.1)
+            if self._helper_alive(name) and not self._reaped(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            stopped.append(name)
+        return stopped
+
     def stop(self, keep_logs=True, timeout=20):
         """Stop the processes we started (by PID) and remove everything but the logs."""
+        helpers = self._stop_helpers()
         pids = self.state.get("pids", {})
         alive = [c for c in reversed(COMPONENTS) if self._alive(c)]
         # clients first, then the API server (it needs etcd to shut down cleanly), then etcd
@@ -496,7 +547,7 @@ class LocalCluster(object):
         if not keep_logs:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         self.state = {}
-        return alive
+        return helpers + alive
 
     def _reaped(self, pid, block=False):
         """Reap our own child (pytest fixture case); True when it is gone."""
@@ -524,6 +575,9 @@ def main(argv=None):
     ap.add_argument("--fleet", default=os.environ.get("GPUOPS_CLUSTER_FLEET",
                                                       os.path.join(TOP, "inventories", "sim", "hosts.yml")),
                     help="inventory whose hosts with gpuops_sim_gpus become kwok GPU nodes ('' for none)")
+    ap.add_argument("--sim-dir", default=os.environ.get("GPUOPS_CLUSTER_SIM_DIR", os.path.join(TOP, ".cache", "sim")),
+                    help="the fleet's NVML simulator states (<host>.json) that the simulated device plugin "
+                         "publishes on the nodes ('' for no plugin)")
     args = ap.parse_args(argv)
 
     def log(msg):
@@ -538,6 +592,10 @@ def main(argv=None):
                 import gpu_nodes
                 nodes = gpu_nodes.apply_fleet(cluster.kubeconfig, gpu_nodes.fleet_from_inventory(args.fleet))
                 log("kwok GPU nodes from %s: %s" % (args.fleet, ", ".join(sorted(nodes))))
+                if args.sim_dir:
+                    pid = cluster.start_sim_device_plugin(args.fleet, args.sim_dir)
+                    log("simulated device plugin (pid %d) publishes the hosts' state files in %s; log: %s"
+                        % (pid, args.sim_dir, os.path.join(cluster.log_dir, "sim-device-plugin.log")))
             print("export KUBECONFIG=%s" % cluster.kubeconfig, flush=True)
         elif args.action == "down":
             stopped = cluster.stop(keep_logs=True)
