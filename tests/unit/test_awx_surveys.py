@@ -49,8 +49,8 @@ def playbook_options(playbook):
 TEMPLATES = _load(os.path.join(AWX, "job_templates.yml"))["gpuops_awx_job_templates"]
 
 
-# playbooks of the simulated lab only (the MIG demo, kwok nodes for the local cluster): not AWX jobs
-LAB_PLAYBOOKS = ("demo_mig.yml", "sim_k8s_nodes.yml")
+# playbooks of the simulated lab only (the MIG demo, kwok nodes, simulated hosts): not AWX jobs
+LAB_PLAYBOOKS = ("demo_mig.yml", "sim_k8s_nodes.yml", "sim_lab.yml")
 
 
 def test_one_job_template_per_playbook():

@@ -1,0 +1,242 @@
+"""Every playbook of the collection against the simulated lab (inventories/sim/hosts.yml, unchanged)
+and the real local control plane, as docs/simulated-lab.md tells a user to run them.
+
+The lab's four hosts (8x A100 80GB, 8x H100, 8x H200, 4x L40S) keep their NVML simulator states,
+file-system stand-ins and kernel logs in a temporary directory (``-e gpuops_sim_dir=...``); their
+kwok nodes are published from the inventory as ``make cluster-up`` does, and the simulated device
+plugin (tests/e2e/lib/sim_device_plugin.py, a thread here) publishes each host's live MIG layout on
+its node, as ``make cluster-up`` runs it for the lab.
+
+sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
+again (changed=0 on every host) -> mig_reconfigure.yml on the A100 pool -> health.yml with an Xid
+injected in a host's kernel log (armed: cordons exactly that node; cleared: uncordons it) ->
+demo_mig.yml. Everything the run created in the cluster is removed at the end.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from lib import gpu_nodes
+from lib.sim_device_plugin import SimDevicePlugin, hosts_from_fleet
+from lib.wait import wait_for
+
+TOP = gpu_nodes.TOP
+INVENTORY = os.path.join("inventories", "sim", "hosts.yml")
+HOSTS = ("dgx-a100-01", "hgx-h100-01", "hgx-h200-01", "l40s-01")
+NAMESPACES = ("nvidia-device-plugin", "gpu-monitoring", "monitoring", "inference", "research")
+PRIORITY_CLASSES = ("gpu-critical", "gpu-high", "gpu-low")
+
+
+def playbook(lab, name, *extra, **kw):
+    """ansible-playbook -i inventories/sim/hosts.yml playbooks/<name> with the json callback."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", KUBECONFIG=lab["kubeconfig"])
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY,
+           os.path.join("playbooks", name), "-e", "gpuops_sim_dir=" + lab["sim_dir"]] + list(extra)
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=kw.get("timeout", 900), check=False)
+    lab["times"].append((" ".join([name] + list(extra)), round(time.time() - t0, 1)))
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        out = None
+    if kw.get("expect_rc", 0) is not None:
+        assert proc.returncode == kw.get("expect_rc", 0), (failures(out) if out else proc.stdout[-6000:]) + proc.stderr[-3000:]
+    return out
+
+
+def failures(out):
+    """The failed tasks of a run, one line each (host, task, message)."""
+    lines = []
+    for p in out["plays"]:
+        for t in p["tasks"]:
+            for host, r in t["hosts"].items():
+                if r.get("failed"):
+                    items = [i.get("msg", i.get("error", "")) for i in r.get("results", []) if i.get("failed")]
+                    lines.append("%s: %s: %s %s" % (host, t["task"]["name"], r.get("msg", ""), items))
+    return "\n".join(lines) or json.dumps(out["stats"])
+
+
+def results(out, task_name):
+    """{host: result} of every task called ``task_name`` (last one wins)."""
+    found = {}
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == task_name or task["task"]["name"].endswith(" : " + task_name):
+                found.update(task["hosts"])
+    return found
+
+
+def changed_tasks(out):
+    return sorted(set("%s: %s" % (host, t["task"]["name"]) for p in out["plays"] for t in p["tasks"]
+                      for host, r in t["hosts"].items() if r.get("changed")))
+
+
+def live_facts(lab, host):
+    from lib.sim_device_plugin import read_facts
+    return read_facts(os.path.join(lab["sim_dir"], host + ".json"))
+
+
+def profiles(facts, gpu):
+    return sorted(i["profile"] for i in facts["gpus"][gpu]["instances"])
+
+
+@pytest.fixture(scope="module")
+def lab(k8s_cluster, tmp_path_factory):
+    api = k8s_cluster.core
+    sim_dir = str(tmp_path_factory.mktemp("sim-lab"))
+    fleet = gpu_nodes.fleet_from_inventory(os.path.join(TOP, INVENTORY))
+    assert sorted(fleet) == sorted(HOSTS)
+    existed = set()
+    for pc in PRIORITY_CLASSES:
+        try:
+            client.SchedulingV1Api(k8s_cluster.api_client()).read_priority_class(pc)
+            existed.add(pc)
+        except ApiException:
+            pass
+    gpu_nodes.apply_fleet(k8s_cluster.kubeconfig, fleet)
+    plugin = SimDevicePlugin(api, hosts_from_fleet(fleet, sim_dir), interval=0.5)
+    plugin.start()
+    state = {"kubeconfig": k8s_cluster.kubeconfig, "sim_dir": sim_dir, "api": api, "plugin": plugin,
+             "times": [], "cluster": k8s_cluster}
+    yield state
+    plugin.stop.set()
+    print("\nsimulated lab, playbook wall times (s):\n" + "\n".join("  %6.1f  %s" % (t, n) for n, t in state["times"]))
+    for ns in NAMESPACES:
+        try:
+            api.delete_namespace(ns)
+        except ApiException:
+            pass
+    for pc in PRIORITY_CLASSES:
+        if pc not in existed:
+            try:
+                client.SchedulingV1Api(k8s_cluster.api_client()).delete_priority_class(pc)
+            except ApiException:
+                pass
+    for name in HOSTS:
+        gpu_nodes.delete_node(api, name)
+
+
+def test_sim_lab_creates_the_hosts(lab):
+    out = playbook(lab, "sim_lab.yml", "-e", "sim_lab_reset=true")
+    assert set(out["stats"]) == set(HOSTS)
+    facts = live_facts(lab, "hgx-h200-01")
+    assert len(facts["gpus"]) == 8 and facts["driver_version"] == "550.127.08"
+    again = playbook(lab, "sim_lab.yml")
+    assert all(s["changed"] == 0 for s in again["stats"].values()), again["stats"]
+
+
+def test_site_check_mode_changes_nothing(lab):
+    # the capacity check judges the cluster as it is: before the MIG layouts exist nothing advertises
+    # the quotas' MIG slices, so a check run of a fresh lab accepts the overcommit with a warning
+    out = playbook(lab, "site.yml", "--check", "--diff", "-e", "gpu_tenancy_capacity_policy=warn")
+    stats = out["stats"]
+    assert set(stats) == set(HOSTS) | {"localhost"}
+    assert all(s["failures"] == 0 and s["unreachable"] == 0 for s in stats.values()), stats
+    # the plan is there: MIG changes per host, the stack and the tenants
+    plan = results(out, "Plan the layout (validates it on every GPU; changes nothing)")
+    assert plan["dgx-a100-01"]["changed"] and not plan["l40s-01"]["changed"]
+    assert all(not g["instances"] for g in live_facts(lab, "dgx-a100-01")["gpus"])
+    assert not os.path.exists(os.path.join(lab["sim_dir"], "dgx-a100-01.root"))
+    with pytest.raises(ApiException):
+        lab["api"].read_namespace("inference")
+
+
+def test_site_sets_up_hosts_and_cluster(lab):
+    out = playbook(lab, "site.yml")
+    stats = out["stats"]
+    assert all(s["failures"] == 0 for s in stats.values()), stats
+    # hosts: the driver plan came from the simulated GPUs; nothing was installed on this machine
+    plans = results(out, "Show the driver plan")
+    assert "GPUs h200_141gb" in plans["hgx-h200-01"]["msg"] and "Fabric Manager True" in plans["hgx-h200-01"]["msg"]
+    verify = results(out, "Check the running driver is on the chosen branch")
+    assert verify["dgx-a100-01"]["msg"] == "driver 550.127.08 with 8 GPU(s)"
+    root = os.path.join(lab["sim_dir"], "hgx-h100-01.root")
+    assert os.path.isfile(os.path.join(root, "etc/modprobe.d/gpuops-blacklist-nouveau.conf"))
+    dropin = open(os.path.join(root, "etc/containerd/conf.d/99-gpuops-nvidia.toml")).read()
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in dropin
+    assert 'imports = ["/etc/containerd/conf.d/*.toml"]' in open(os.path.join(root, "etc/containerd/config.toml")).read()
+    # MIG: each host's gpuops_mig_config
+    a100 = live_facts(lab, "dgx-a100-01")
+    assert all(profiles(a100, i) == ["1g.10gb"] * 7 for i in range(8))
+    h100 = live_facts(lab, "hgx-h100-01")
+    assert profiles(h100, 0) == ["3g.40gb", "3g.40gb"] and profiles(h100, 4) == ["1g.10gb"] * 3 + ["4g.40gb"]
+    h200 = live_facts(lab, "hgx-h200-01")
+    assert profiles(h200, 7) == ["1g.18gb"] * 3 + ["4g.71gb"]
+    assert not any(g["mig_mode_current"] for g in live_facts(lab, "l40s-01")["gpus"])
+    # cluster: the simulated device plugin published the layouts; the stack and tenants exist
+    api = lab["api"]
+    wait_for(lambda: api.read_node("dgx-a100-01").status.allocatable.get("nvidia.com/mig-1g.10gb") == "56", 30,
+             what="dgx-a100-01 advertising 56 mig-1g.10gb")
+    h200_alloc = api.read_node("hgx-h200-01").status.allocatable
+    assert h200_alloc["nvidia.com/mig-3g.71gb"] == "8" and h200_alloc["nvidia.com/mig-4g.71gb"] == "4"
+    assert api.read_node("l40s-01").status.allocatable["nvidia.com/gpu"] == "16"
+    labels = dict((n, api.read_node(n).metadata.labels.get("nvidia.com/device-plugin.config")) for n in HOSTS)
+    assert labels == {"dgx-a100-01": "mig-mixed", "hgx-h100-01": "mig-mixed", "hgx-h200-01": "mig-mixed",
+                      "l40s-01": "time-sliced-4"}
+    apps = client.AppsV1Api(lab["cluster"].api_client())
+    assert apps.read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    hard = api.read_namespaced_resource_quota("gpu-quota", "inference").spec.hard
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "28"
+    hpa = client.AutoscalingV2Api(lab["cluster"].api_client()).read_namespaced_horizontal_pod_autoscaler(
+        "llm-server", "inference")
+    assert hpa.spec.max_replicas == 8
+
+
+def test_site_second_run_changes_nothing(lab):
+    out = playbook(lab, "site.yml")
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
+
+
+def test_mig_reconfigure_rolls_the_a100_pool(lab):
+    api = lab["api"]
+    plan = playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes", "-e", "mig_reconfigure_config=all-3g.40gb",
+                    "--check")
+    assert plan["stats"]["dgx-a100-01"]["failures"] == 0
+    assert api.read_node("dgx-a100-01").status.allocatable.get("nvidia.com/mig-1g.10gb") == "56"
+    playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes", "-e", "mig_reconfigure_config=all-3g.40gb")
+    node = api.read_node("dgx-a100-01")
+    assert node.metadata.labels["nvidia.com/mig.config"] == "all-3g.40gb"
+    assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+    assert not node.spec.unschedulable
+    assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "16"
+    assert node.status.allocatable.get("nvidia.com/mig-1g.10gb", "0") == "0"
+    assert all(profiles(live_facts(lab, "dgx-a100-01"), i) == ["3g.40gb"] * 2 for i in range(8))
+
+
+def test_health_cordons_the_node_with_an_xid_and_uncordons_it(lab):
+    api = lab["api"]
+    out = playbook(lab, "health.yml")
+    assert all(s["failures"] == 0 for s in out["stats"].values())
+    assert not any(api.read_node(n).spec.unschedulable for n in HOSTS)
+    h200 = live_facts(lab, "hgx-h200-01")
+    bus = h200["gpus"][3]["pci_bus_id"][4:].lower()  # the kernel prints 0000:BB:DD.F
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime())
+    kmsg = os.path.join(lab["sim_dir"], "hgx-h200-01.kmsg")
+    with open(kmsg, "w") as f:
+        f.write("%s hgx-h200-01 kernel: NVRM: Xid (PCI:%s): 79, pid=0, name=python, GPU has fallen off the bus.\n"
+                % (stamp, bus[:-2]))
+    playbook(lab, "health.yml", "-e", "gpu_health_dry_run=false", "-e", "gpu_health_uncordon_after=1")
+    nodes = dict((n, api.read_node(n)) for n in HOSTS)
+    assert [n for n, v in nodes.items() if v.spec.unschedulable] == ["hgx-h200-01"]
+    reason = nodes["hgx-h200-01"].metadata.annotations["gpuops.k8s/health.reason"]
+    assert "Xid 79" in reason, reason
+    assert any(t.key == "nvidia.com/gpu-error" for t in nodes["hgx-h200-01"].spec.taints or [])
+    open(kmsg, "w").close()
+    playbook(lab, "health.yml", "-e", "gpu_health_dry_run=false", "-e", "gpu_health_uncordon_after=1")
+    node = api.read_node("hgx-h200-01")
+    assert not node.spec.unschedulable
+    assert not any(t.key == "nvidia.com/gpu-error" for t in node.spec.taints or [])
+
+
+def test_demo_runs_on_the_lab(lab):
+    out = playbook(lab, "demo_mig.yml")
+    assert all(s["failures"] == 0 for s in out["stats"].values())
+    day2 = results(out, "Day 2 - only the difference was touched; the busy 4g.40gb (*) kept running")
+    assert day2["hgx-h100-01"]["msg"][0].startswith("hgx-h100-01 (h100-day2): kept 16, destroyed 6, created 2")
