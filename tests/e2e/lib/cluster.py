@@ -257,16 +257,20 @@ class LocalCluster(object):
         return self._binaries
 
     # -- processes
-    def _alive(self, name):
-        """True when the recorded PID still runs the binary we started for this state dir."""
-        pid = self.state.get("pids", {}).get(name)
+    @staticmethod
+    def _cmdline(pid):
+        """The argv of a running process (bytes), or [] when it is gone or unreadable."""
         if not pid:
-            return False
+            return []
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
+                return f.read().split(b"\0")
         except (IOError, OSError):
-            return False
+            return []
+
+    def _alive(self, name):
+        """True when the recorded PID still runs the binary we started for this state dir."""
+        argv = self._cmdline(self.state.get("pids", {}).get(name))
         exe = os.path.join(self.state.get("binaries", ""), name)
         return bool(argv) and argv[0].decode(errors="replace") == exe and any(
             self.state_dir.encode() in a for a in argv[1:])
@@ -465,14 +469,7 @@ class LocalCluster(object):
 
     # -- the simulated lab's device plugin (tests/e2e/lib/sim_device_plugin.py)
     def _helper_alive(self, name):
-        pid = self.state.get("helpers", {}).get(name)
-        if not pid:
-            return False
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-        except (IOError, OSError):
-            return False
+        argv = self._cmdline(self.state.get("helpers", {}).get(name))
         return any(a.endswith(b"sim_device_plugin.py") for a in argv) and any(
             self.state_dir.encode() in a for a in argv)
 
