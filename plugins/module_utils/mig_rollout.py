@@ -66,12 +66,14 @@ def serial_batches(count, canary=1, batch_size=1):
 
 
 def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0, force=False,
-                 default_config="all-disabled", known_configs=None):
+                 default_config="all-disabled", known_configs=None, inventory_configs=None):
     """Plan a rollout of MIG config ``target`` over ``hosts`` (inventory order = rollout order).
 
     ``nodes``: ``{host: Node object or None}`` (None: the host has no Kubernetes node).
     ``known_configs``: config names the site's mig-parted file defines; when given, ``target``
     must be one of them. ``force``: include nodes already at ``target``.
+    ``inventory_configs``: ``{host: config}`` the hosts were set up with (gpuops_mig_config): the
+    last good layout of a node whose labels and annotations record none (``default_config`` else).
 
     Returns ``{"target", "nodes": [names in order], "skipped": [{node, reason}], "batches",
     "serial", "failure_budget", "per_node": {name: {...}}}``.
@@ -104,7 +106,7 @@ def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0,
         per_node[host] = {
             "current": current,
             "state": state,
-            "last_good": last_good_config(node, default_config),
+            "last_good": last_good_config(node, (inventory_configs or {}).get(host) or default_config),
             "target": target,
             "cordoned_before": bool((node.get("spec") or {}).get("unschedulable")),
             "steps": [s.replace("<target>", target) for s in STEPS],

@@ -70,9 +70,16 @@ options:
     type: bool
     default: false
   default_config:
-    description: The last good layout of a node with no record of one.
+    description: The last good layout of a node with no record of one (see O(inventory_configs)).
     type: str
     default: all-disabled
+  inventory_configs:
+    description:
+      - The MIG config each host was set up with (the inventory's C(gpuops_mig_config)), by host.
+      - The last good layout of a node whose C(nvidia.com/mig.config) label (state C(success)) and
+        C(gpuops.k8s/mig.config.last-good) annotation record none, before O(default_config).
+    type: dict
+    default: {}
   rollout_id:
     description: Id of a running rollout, to report RV(budget).
     type: str
@@ -151,6 +158,7 @@ def main():
             failure_budget=dict(type="int", default=0),
             force=dict(type="bool", default=False),
             default_config=dict(type="str", default="all-disabled"),
+            inventory_configs=dict(type="dict", default={}),
             rollout_id=dict(type="str"),
         ),
         supports_check_mode=True,
@@ -164,7 +172,8 @@ def main():
     try:
         plan = plan_rollout(p["hosts"], nodes, p["target"], canary=p["canary"], batch_size=p["batch_size"],
                             failure_budget=p["failure_budget"], force=p["force"],
-                            default_config=p["default_config"], known_configs=p["known_configs"])
+                            default_config=p["default_config"], known_configs=p["known_configs"],
+                            inventory_configs=p["inventory_configs"])
         if p["rollout_id"]:
             plan["budget"] = budget_left([n for n in nodes.values() if n], p["rollout_id"], p["failure_budget"])
     except GpuOpsError as e:

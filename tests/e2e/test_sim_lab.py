@@ -8,8 +8,10 @@ plugin (tests/e2e/lib/sim_device_plugin.py, a thread here) publishes each host's
 its node, as ``make cluster-up`` runs it for the lab.
 
 sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
-again (changed=0 on every host) -> mig_reconfigure.yml on the A100 pool -> health.yml with an Xid
+again (changed=0 on every host) -> a per-node device plugin config change (the simulated plugin
+advertises what the node's config says) -> mig_reconfigure.yml on the A100 pool -> health.yml with an Xid
 injected in a host's kernel log (armed: cordons exactly that node; cleared: uncordons it) ->
+mig_reconfigure.yml over three pools with a failure budget of 1 and a fault on the second node ->
 demo_mig.yml. Everything the run created in the cluster is removed at the end.
 """
 import json
@@ -23,7 +25,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from lib import gpu_nodes
-from lib.sim_device_plugin import SimDevicePlugin, hosts_from_fleet
+from lib.sim_device_plugin import PluginConfigs, SimDevicePlugin, hosts_from_fleet
 from lib.wait import wait_for
 
 TOP = gpu_nodes.TOP
@@ -101,7 +103,8 @@ def lab(k8s_cluster, tmp_path_factory):
         except ApiException:
             pass
     gpu_nodes.apply_fleet(k8s_cluster.kubeconfig, fleet)
-    plugin = SimDevicePlugin(api, hosts_from_fleet(fleet, sim_dir), interval=0.5)
+    plugin = SimDevicePlugin(api, hosts_from_fleet(fleet, sim_dir), interval=0.5,
+                             configs=PluginConfigs(k8s_cluster.api_client()))
     plugin.start()
     state = {"kubeconfig": k8s_cluster.kubeconfig, "sim_dir": sim_dir, "api": api, "plugin": plugin,
              "times": [], "cluster": k8s_cluster}
@@ -194,6 +197,21 @@ def test_site_second_run_changes_nothing(lab):
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
 
 
+def test_each_node_advertises_what_its_device_plugin_config_says(lab):
+    """The simulated device plugin follows the deployed configs: the L40S node switched to the default config
+    (no sharing) advertises its 4 GPUs; back on time-sliced-4, 16 replicas."""
+    api = lab["api"]
+    playbook(lab, "k8s_gpu_stack.yml", "-e", json.dumps({"device_plugin_node_configs": {"l40s-01": "default"}}))
+    assert api.read_node("l40s-01").metadata.labels["nvidia.com/device-plugin.config"] == "default"
+    wait_for(lambda: api.read_node("l40s-01").status.allocatable["nvidia.com/gpu"] == "4", 30,
+             what="l40s-01 advertising 4 unshared GPUs")
+    assert api.read_node("l40s-01").metadata.labels["nvidia.com/gpu.sharing-strategy"] == "none"
+    playbook(lab, "k8s_gpu_stack.yml")
+    wait_for(lambda: api.read_node("l40s-01").status.allocatable["nvidia.com/gpu"] == "16", 30,
+             what="l40s-01 advertising 16 time-sliced replicas")
+    assert api.read_node("l40s-01").metadata.labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+
+
 def test_mig_reconfigure_rolls_the_a100_pool(lab):
     api = lab["api"]
     plan = playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes", "-e", "mig_reconfigure_config=all-3g.40gb",
@@ -233,6 +251,40 @@ def test_health_cordons_the_node_with_an_xid_and_uncordons_it(lab):
     node = api.read_node("hgx-h200-01")
     assert not node.spec.unschedulable
     assert not any(t.key == "nvidia.com/gpu-error" for t in node.spec.taints or [])
+
+
+def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
+    """The three MIG pools to all-disabled, no canary, batches of 1, failure budget 1, with a MIG mode change
+    failing once on the H100 host: that node rolls back to the layout the inventory set it up with (it has no
+    mig.config label) and stays cordoned, the rollout goes on to the H200, and the run fails at the end naming
+    the H100."""
+    api = lab["api"]
+    before = live_facts(lab, "hgx-h100-01")
+    inject = tmp_path / "inject.yml"
+    inject.write_text(json.dumps([{
+        "name": "Inject", "hosts": "hgx-h100-01", "gather_facts": False,
+        "tasks": [{"name": "Fault", "gpuops.k8s.nvml_simulator": {
+            "path": "{{ gpuops_simulator }}",
+            "faults": [{"call": "nvmlDeviceSetMigMode", "error": "NVML_ERROR_IN_USE", "count": 1, "gpu": 0}]}}]}]))
+    playbook(lab, str(inject))
+    out = playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes:h100_nodes:h200_nodes",
+                   "-e", "mig_reconfigure_config=all-disabled", "-e", "mig_reconfigure_canary=0",
+                   "-e", "mig_reconfigure_failure_budget=1", expect_rc=None)
+    final = results(out, "Fail when a node failed within the budget")["localhost"]
+    assert final.get("failed") and "hgx-h100-01" in final["msg"], final
+    for name in ("dgx-a100-01", "hgx-h200-01"):
+        node = api.read_node(name)
+        assert (node.metadata.labels["nvidia.com/mig.config"], node.metadata.labels["nvidia.com/mig.config.state"]) \
+            == ("all-disabled", "success")
+        assert not node.spec.unschedulable
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+    h100 = api.read_node("hgx-h100-01")
+    assert h100.metadata.labels["nvidia.com/mig.config.state"] == "failed"
+    assert h100.metadata.labels["nvidia.com/mig.config"] == "h100-mixed"
+    assert h100.spec.unschedulable
+    assert "IN_USE" in h100.metadata.annotations["gpuops.k8s/mig.failure-reason"], h100.metadata.annotations
+    after = live_facts(lab, "hgx-h100-01")
+    assert [profiles(after, i) for i in range(8)] == [profiles(before, i) for i in range(8)]
 
 
 def test_demo_runs_on_the_lab(lab):

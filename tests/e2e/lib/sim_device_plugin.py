@@ -7,7 +7,11 @@ find: ``nvidia.com/*`` capacity (full GPUs, MIG slices, shared replicas) and the
 labels; after a MIG change they publish the new layout. This process does the same for simulated
 hosts: every ``interval`` seconds it reads each host's NVML simulator state file through the
 collection's own NVML layer and updates the host's kwok node (labels through the Node,
-capacity through ``nodes/status``) when something changed. So a playbook that changes a simulated
+capacity through ``nodes/status``) when something changed. What it advertises follows the node's
+config of the deployed device plugin (gpuops.k8s.device_plugin: the ConfigMap of named configs, the
+node's ``nvidia.com/device-plugin.config`` label, else the DaemonSet's ``DEFAULT_CONFIG``), as the
+real plugin's config-manager does: its MIG strategy and time-slicing/MPS replicas. Until a device
+plugin is deployed, the inventory's ``gpuops_sim_mig_strategy`` / ``gpuops_sim_sharing`` stand in. So a playbook that changes a simulated
 host's MIG layout (``gpu_nodes.yml``, ``mig_reconfigure.yml``) sees its node advertise the new
 resources, asynchronously, as on a real cluster.
 
@@ -34,6 +38,8 @@ if HERE not in sys.path:
 
 import gpu_nodes  # noqa: E402  (puts the collection on sys.path)
 
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+
 
 def hosts_from_fleet(fleet, sim_dir):
     """{node: {simulator, mig_strategy, sharing}} for the hosts of ``gpu_nodes.fleet_from_inventory``."""
@@ -41,6 +47,46 @@ def hosts_from_fleet(fleet, sim_dir):
                         "mig_strategy": spec.get("mig_strategy") or "none",
                         "sharing": spec.get("sharing")})
                 for name, spec in fleet.items())
+
+
+def config_effect(name, config):
+    """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
+    ``{"mig_strategy", "sharing"}`` for ``gpu_node_labels.node_gpu_state`` (validated by the same
+    code as the device_plugin role)."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack
+    cfg, dummy, summary = gpu_stack.validate_device_plugin_config(name, config)
+    sharing = None
+    if summary["sharing"] != "none":
+        kind = "mps" if summary["sharing"] == "mps" else "timeSlicing"
+        sharing = {"strategy": summary["sharing"], "replicas": summary["replicas"],
+                   "rename_by_default": bool(cfg["sharing"][kind].get("renameByDefault", False))}
+    return {"mig_strategy": summary["mig_strategy"], "sharing": sharing}
+
+
+class PluginConfigs(object):
+    """The deployed device plugin's named configs (its ConfigMap) and default (the DaemonSet's
+    ``DEFAULT_CONFIG``), read as the config-manager sidecar does; None while it is not deployed."""
+
+    def __init__(self, api_client, namespace="nvidia-device-plugin", name="nvidia-device-plugin"):
+        self.api_client, self.namespace, self.name = api_client, namespace, name
+
+    def read(self):
+        import yaml
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+        try:
+            cm = client.CoreV1Api(self.api_client).read_namespaced_config_map(self.name + "-configs", self.namespace)
+            ds = client.AppsV1Api(self.api_client).read_namespaced_daemon_set(self.name, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        default = None
+        for container in (ds.spec.template.spec.init_containers or []) + (ds.spec.template.spec.containers or []):
+            for env in container.env or []:
+                if env.name == "DEFAULT_CONFIG":
+                    default = env.value
+        return {"default": default, "configs": dict((k, yaml.safe_load(v)) for k, v in (cm.data or {}).items())}
 
 
 def read_facts(simulator):
@@ -58,32 +104,50 @@ class SimDevicePlugin(threading.Thread):
     ``errors`` holds the last error per node (cleared when the node publishes again).
     """
 
-    def __init__(self, api, hosts, interval=0.5, log=None):
+    def __init__(self, api, hosts, interval=0.5, log=None, configs=None):
         super(SimDevicePlugin, self).__init__(daemon=True)
-        self.api, self.hosts, self.interval = api, hosts, interval
+        self.api, self.hosts, self.interval, self.configs = api, hosts, interval, configs
         self.stop = threading.Event()
         self.updates = 0
         self.errors = {}
         self._log = log or (lambda msg: None)
         self._seen = {}
 
+    def _effect(self, name, spec, deployed):
+        """(mig_strategy, sharing) for node ``name``: its config of the deployed device plugin (node label
+        nvidia.com/device-plugin.config, else the default), else the inventory's values."""
+        if deployed:
+            label = (self.api.read_node(name).metadata.labels or {}).get(CONFIG_LABEL)
+            config_name = label if label in deployed["configs"] else deployed["default"]
+            if config_name in deployed["configs"]:
+                effect = config_effect(config_name, deployed["configs"][config_name])
+                return effect["mig_strategy"], effect["sharing"]
+        return spec.get("mig_strategy") or "none", spec.get("sharing")
+
     def sync_once(self):
         """One round over every host; returns the nodes changed in this round."""
         changed = []
+        try:
+            deployed = self.configs.read() if self.configs else None
+        except Exception as e:  # the API busy: next round
+            self.errors["device-plugin-config"] = str(e)
+            return changed
         for name, spec in self.hosts.items():
             path = spec["simulator"]
             try:
                 stamp = os.stat(path)
-            except OSError:
+                mig_strategy, sharing = self._effect(name, spec, deployed)
+            except Exception as e:  # no state file yet, or the node or API not there
+                self.errors[name] = str(e)
                 continue
-            key = (stamp.st_mtime_ns, stamp.st_size)
+            key = (stamp.st_mtime_ns, stamp.st_size, mig_strategy, repr(sharing))
             if self._seen.get(name) == key and name not in self.errors:
                 continue
             try:
                 facts = read_facts(path)
                 changes = gpu_nodes.ensure_node(
-                    self.api, name, gpu_facts=facts["gpus"], mig_strategy=spec.get("mig_strategy") or "none",
-                    sharing=spec.get("sharing"), driver_version=facts.get("driver_version"))
+                    self.api, name, gpu_facts=facts["gpus"], mig_strategy=mig_strategy,
+                    sharing=sharing, driver_version=facts.get("driver_version"))
             except Exception as e:  # a layout halfway through a change, or the API busy: next round
                 self.errors[name] = str(e)
                 continue
@@ -108,13 +172,20 @@ def main(argv=None):
     ap.add_argument("--fleet", required=True, help="inventory YAML whose hosts carry gpuops_sim_gpus")
     ap.add_argument("--sim-dir", required=True, help="directory of the hosts' <name>.json simulator states")
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--plugin-namespace", default="nvidia-device-plugin",
+                    help="namespace of the device plugin deployed by gpuops.k8s.device_plugin")
+    ap.add_argument("--plugin-name", default="nvidia-device-plugin", help="its device_plugin_name")
     args = ap.parse_args(argv)
 
     def log(msg):
         print("%s %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"), msg), flush=True)
 
     hosts = hosts_from_fleet(gpu_nodes.fleet_from_inventory(args.fleet), os.path.abspath(args.sim_dir))
-    plugin = SimDevicePlugin(gpu_nodes.core_api(args.kubeconfig), hosts, interval=args.interval, log=log)
+    from kubernetes import config as kube_config
+    configs = PluginConfigs(kube_config.new_client_from_config(args.kubeconfig), args.plugin_namespace,
+                            args.plugin_name)
+    plugin = SimDevicePlugin(gpu_nodes.core_api(args.kubeconfig), hosts, interval=args.interval, log=log,
+                             configs=configs)
     signal.signal(signal.SIGTERM, lambda *_: plugin.stop.set())
     log("publishing %s from %s every %.1fs" % (", ".join(sorted(hosts)), args.sim_dir, args.interval))
     plugin.start()

@@ -53,6 +53,16 @@ def test_failed_node_is_retried_with_recorded_last_good():
     assert plan["per_node"]["c"]["last_good"] == "all-1g.10gb"
 
 
+def test_unlabelled_node_rolls_back_to_its_inventory_config():
+    """A node set up by gpu_nodes.yml carries no mig.config label: its rollback target is the inventory's."""
+    bare = {"a": node("a"), "b": node("b"), "c": node("c", "all-1g.10gb", "success")}
+    plan = mr.plan_rollout(["a", "b", "c"], bare, "all-disabled",
+                           inventory_configs={"a": "h100-mixed", "c": "ignored-label-wins"})
+    assert plan["per_node"]["a"]["last_good"] == "h100-mixed"
+    assert plan["per_node"]["b"]["last_good"] == "all-disabled"
+    assert plan["per_node"]["c"]["last_good"] == "all-1g.10gb"
+
+
 def test_pending_without_record_falls_back_to_default():
     plan = mr.plan_rollout(["a"], {"a": node("a", "mixed", "pending")}, "mixed")
     assert plan["per_node"]["a"]["last_good"] == "all-disabled"
