@@ -277,7 +277,9 @@ def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
         assert (node.metadata.labels["nvidia.com/mig.config"], node.metadata.labels["nvidia.com/mig.config.state"]) \
             == ("all-disabled", "success")
         assert not node.spec.unschedulable
-        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        gpus = live_facts(lab, name)["gpus"]
+        assert node.status.allocatable["nvidia.com/gpu"] == "8", (
+            name, node.status.allocatable, [(g["mig_mode_current"], g["mig_mode_pending"], len(g["instances"])) for g in gpus])
     h100 = api.read_node("hgx-h100-01")
     assert h100.metadata.labels["nvidia.com/mig.config.state"] == "failed"
     assert h100.metadata.labels["nvidia.com/mig.config"] == "h100-mixed"
