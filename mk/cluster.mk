@@ -1,7 +1,7 @@
 # Local Kubernetes control plane (docs/local-cluster.md): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and kwok, built from Go modules by hack/k8s/build.sh into
 # ~/.cache/gpuops/k8s/<version>/bin and started on 127.0.0.1.
-#   make k8s-build      build what is missing (cold: tens of minutes on 2 cores; then cached)
+#   make k8s-build      build what is missing (cold: about 6 min on an idle 2-core machine; then cached)
 #   make cluster-up     start (or reuse) the cluster in .cache/cluster with the kwok GPU nodes of
 #                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs

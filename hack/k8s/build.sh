@@ -95,7 +95,7 @@ build_component() {
       ldflags="$ldflags -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
       pkgs=(sigs.k8s.io/kwok/cmd/kwok) ;;
   esac
-  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold: kube takes tens of minutes on 2 cores)"
+  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold, all three builds: about 6 min on an idle 2-core machine, far longer under load)"
   local rc=0
   (
     cd "$here/$c"

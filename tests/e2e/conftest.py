@@ -3,7 +3,7 @@
 """pytest fixtures for the e2e tests: a real local Kubernetes control plane (docs/local-cluster.md).
 
 ``k8s_cluster`` (session): reuses the cluster of ``make cluster-up`` when $KUBECONFIG points at it
-and it answers (never another cluster), otherwise builds the binaries if needed (cold: tens of minutes) and starts
+and it answers (never another cluster), otherwise builds the binaries if needed (cold: about 6 min on 2 idle cores) and starts
 one in .cache/k8s-e2e, stopped at the end of the session. Yields an object with ``kubeconfig``,
 ``api_url``, ``state_dir``, ``log_dir``, ``reused`` and ``core`` (a kubernetes CoreV1Api).
 

@@ -8,7 +8,7 @@ plugin (tests/e2e/lib/sim_device_plugin.py, a thread here) publishes each host's
 its node, as ``make cluster-up`` runs it for the lab.
 
 sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
-again (changed=0 on every host) -> a per-node device plugin config change (the simulated plugin
+again (changed=0 on every host) -> gpu_nodes.yml, k8s_gpu_stack.yml, tenancy.yml each alone (changed=0) -> a per-node device plugin config change (the simulated plugin
 advertises what the node's config says) -> mig_reconfigure.yml on the A100 pool -> health.yml with an Xid
 injected in a host's kernel log (armed: cordons exactly that node; cleared: uncordons it) ->
 mig_reconfigure.yml over three pools with a failure budget of 1 and a fault on the second node ->
@@ -195,6 +195,13 @@ def test_site_sets_up_hosts_and_cluster(lab):
 def test_site_second_run_changes_nothing(lab):
     out = playbook(lab, "site.yml")
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
+
+
+@pytest.mark.parametrize("part", ["gpu_nodes.yml", "k8s_gpu_stack.yml", "tenancy.yml"])
+def test_each_part_of_site_runs_alone_without_change(lab, part):
+    out = playbook(lab, part)
+    assert out["stats"] and all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), \
+        changed_tasks(out)
 
 
 def test_each_node_advertises_what_its_device_plugin_config_says(lab):
