@@ -157,3 +157,40 @@ def expected_resources_met(node, expected):
         if name.startswith("nvidia.com/mig-") and name not in (expected or {}) and str(value) not in ("0", ""):
             return False
     return True
+
+
+def inventory_drift(node, inventory_config, host=None):
+    """Why ``gpu_nodes.yml`` must not apply ``inventory_config`` to ``node``, or ``""`` when it may.
+
+    ``gpu_nodes.yml`` applies the inventory's layout without draining the node. That is right for a
+    node no rollout has touched (no ``nvidia.com/mig.config`` label) and for one whose label already
+    says the inventory's config. It is wrong when a rollout (``mig_reconfigure.yml``, or the GPU
+    Operator's MIG manager) is running on the node, or left it on another config: the host play would
+    silently undo the rollout under running pods and leave the label lying about the layout.
+    """
+    labels = _labels(node or {})
+    current = labels.get(LABEL_CONFIG)
+    if not node or not current:
+        return ""
+    state = labels.get(LABEL_STATE) or ""
+    name = ((node.get("metadata") or {}).get("name")) or host or "?"
+    target = host or name
+    if state == "pending":
+        return ("node %s is in the middle of a MIG rollout to '%s' (nvidia.com/mig.config.state=pending%s): "
+                "let it finish, or re-run mig_reconfigure.yml -e target=%s -e mig_reconfigure_config=%s "
+                "to converge it; gpu_nodes.yml does not change a layout under a rollout "
+                "(-e gpu_nodes_mig_guard=false overrides)"
+                % (name, current, _rollout(labels), target, inventory_config))
+    if current == inventory_config:
+        return ""
+    return ("node %s runs MIG config '%s' (nvidia.com/mig.config, state %s%s) but the inventory asks for '%s'. "
+            "gpu_nodes.yml changes a layout without draining the node: roll the change out with "
+            "mig_reconfigure.yml -e target=%s -e mig_reconfigure_config=%s, or, to keep '%s', set "
+            "gpuops_mig_config: %s for this host or its pool (-e gpu_nodes_mig_guard=false overrides)"
+            % (name, current, state or "unset", _rollout(labels), inventory_config, target, inventory_config,
+               current, current))
+
+
+def _rollout(labels):
+    rid = labels.get(LABEL_ROLLOUT)
+    return ", rollout %s" % rid if rid else ""

@@ -8,11 +8,12 @@ plugin (tests/e2e/lib/sim_device_plugin.py, a thread here) publishes each host's
 its node, as ``make cluster-up`` runs it for the lab.
 
 sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
-again (changed=0 on every host) -> gpu_nodes.yml, k8s_gpu_stack.yml, tenancy.yml each alone (changed=0) -> a per-node device plugin config change (the simulated plugin
-advertises what the node's config says) -> mig_reconfigure.yml on the A100 pool -> health.yml with an Xid
-injected in a host's kernel log (armed: cordons exactly that node; cleared: uncordons it) ->
-mig_reconfigure.yml over three pools with a failure budget of 1 and a fault on the second node ->
-demo_mig.yml. Everything the run created in the cluster is removed at the end.
+again (changed=0 on every host) -> gpu_nodes.yml, k8s_gpu_stack.yml, tenancy.yml each alone
+(changed=0) -> a per-node device plugin config change (the simulated plugin advertises what the
+node's config says) -> mig_reconfigure.yml on the A100 pool -> gpu_nodes.yml refuses to undo it
+while the inventory names the old config -> health.yml with an Xid injected in a host's kernel log
+(armed: cordons exactly that node; cleared: uncordons it) -> mig_reconfigure.yml over three pools
+with a failure budget of 1 and a fault on the second node -> demo_mig.yml. Everything the run created in the cluster is removed at the end.
 """
 import json
 import os
@@ -233,6 +234,20 @@ def test_mig_reconfigure_rolls_the_a100_pool(lab):
     assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "16"
     assert node.status.allocatable.get("nvidia.com/mig-1g.10gb", "0") == "0"
     assert all(profiles(live_facts(lab, "dgx-a100-01"), i) == ["3g.40gb"] * 2 for i in range(8))
+
+
+def test_gpu_nodes_does_not_undo_the_rollout(lab):
+    """The A100 pool now runs all-3g.40gb while the inventory still says all-1g.10gb: gpu_nodes.yml (which does not
+    drain) stops before the mig role with a message naming both configs, and the layout stays; once the inventory
+    says the new config (here an extra var), the same play changes nothing."""
+    before = live_facts(lab, "dgx-a100-01")
+    out = playbook(lab, "gpu_nodes.yml", "-e", "target=a100_nodes", expect_rc=2)
+    refused = results(out, "Refuse to undo a MIG rollout")["dgx-a100-01"]
+    assert refused.get("failed") and "'all-3g.40gb'" in refused["msg"] and "'all-1g.10gb'" in refused["msg"], refused
+    assert "mig_reconfigure.yml" in refused["msg"]
+    assert live_facts(lab, "dgx-a100-01")["gpus"] == before["gpus"]
+    out = playbook(lab, "gpu_nodes.yml", "-e", "target=a100_nodes", "-e", "gpuops_mig_config=all-3g.40gb")
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
 
 
 def test_health_cordons_the_node_with_an_xid_and_uncordons_it(lab):

@@ -90,3 +90,28 @@ def test_expected_resources():
     assert mr.expected_resources_met(n, {"nvidia.com/mig-1g.10gb": 8, "nvidia.com/mig-3g.40gb": 4})
     assert not mr.expected_resources_met(n, {"nvidia.com/mig-1g.10gb": 8})  # stale 3g resource left
     assert not mr.expected_resources_met(n, {"nvidia.com/mig-1g.10gb": 56})
+
+
+def test_inventory_drift_allows_untouched_and_matching_nodes():
+    assert mr.inventory_drift({}, "all-1g.10gb") == ""
+    assert mr.inventory_drift(node("a"), "all-1g.10gb") == ""  # set up by gpu_nodes.yml, never rolled out
+    assert mr.inventory_drift(node("a", "all-1g.10gb", "success"), "all-1g.10gb") == ""
+    # a failed rollout restored the last good layout, which is the inventory's
+    assert mr.inventory_drift(node("a", "all-1g.10gb", "failed"), "all-1g.10gb") == ""
+
+
+def test_inventory_drift_refuses_to_undo_a_rollout():
+    msg = mr.inventory_drift(node("gpu-7", "mixed-a100", "success"), "all-1g.10gb", host="gpu7")
+    assert "'mixed-a100'" in msg and "'all-1g.10gb'" in msg
+    assert "mig_reconfigure.yml -e target=gpu7 -e mig_reconfigure_config=all-1g.10gb" in msg
+    assert "gpuops_mig_config: mixed-a100" in msg and "gpu_nodes_mig_guard=false" in msg
+    failed = mr.inventory_drift(node("gpu-7", "all-1g.10gb", "failed"), "mixed-a100")
+    assert "state failed" in failed and "target=gpu-7" in failed
+
+
+def test_inventory_drift_refuses_a_node_under_a_rollout():
+    n = node("gpu-7", "mixed-a100", "pending")
+    n["metadata"]["labels"][mr.LABEL_ROLLOUT] = "r20261202"
+    for config in ("mixed-a100", "all-1g.10gb"):
+        msg = mr.inventory_drift(n, config)
+        assert "middle of a MIG rollout to 'mixed-a100'" in msg and "rollout r20261202" in msg, msg
