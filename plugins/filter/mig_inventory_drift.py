@@ -37,6 +37,13 @@ EXAMPLES = r"""
   ansible.builtin.fail:
     msg: "{{ node.resources[0] | gpuops.k8s.mig_inventory_drift(gpuops_mig_config, inventory_hostname) }}"
   when: node.resources | length > 0 and (node.resources[0] | gpuops.k8s.mig_inventory_drift(gpuops_mig_config)) | length > 0
+# or once, through a task variable:
+- name: Refuse to undo a rollout
+  ansible.builtin.fail:
+    msg: "{{ drift }}"
+  when: drift | length > 0
+  vars:
+    drift: "{{ node.resources | first | default({}) | gpuops.k8s.mig_inventory_drift(gpuops_mig_config, inventory_hostname) }}"
 """
 
 RETURN = r"""
@@ -47,7 +54,7 @@ _value:
 
 
 def mig_inventory_drift(node, inventory_config, host=None):
-    return inventory_drift(node or {}, inventory_config, host)
+    return inventory_drift(node, inventory_config, host)
 
 
 class FilterModule(object):
