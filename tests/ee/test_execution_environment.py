@@ -36,5 +36,29 @@ def test_ansible_builder_create_offline(tmp_path):
     reqs = yaml.safe_load((build_dir / "requirements.yml").read_text())
     assert {"name": "kubernetes.core", "version": "6.6.0"} in reqs["collections"]
     assert "kubernetes==37.0.2" in (build_dir / "requirements.txt").read_text()
+    # the controller-side extras of gpu_plan / gpu_whatif
+    assert "scipy==1.17.1" in (build_dir / "requirements.txt").read_text()
+    assert "numpy==2.4.6" in (build_dir / "requirements.txt").read_text()
     # nvidia-ml-py belongs on the GPU hosts, not in the controller image
     assert "nvidia-ml-py" not in (build_dir / "requirements.txt").read_text()
+
+
+def test_collection_declares_its_controller_python_requirements(tmp_path):
+    """ansible-builder's introspection (what an EE build runs on the installed collection) finds the
+    controller-side packages, the planner's scipy among them, and nothing meant for GPU hosts."""
+    build = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", TOP, "--output-path",
+                            str(tmp_path), "--force"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, check=False)
+    assert build.returncode == 0, build.stdout
+    tarball = [f for f in os.listdir(str(tmp_path)) if f.endswith(".tar.gz")][0]
+    inst = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", str(tmp_path / tarball),
+                           "-p", str(tmp_path / "coll"), "--no-deps", "--offline", "--force"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert inst.returncode == 0 and "installed successfully" in inst.stdout, inst.stdout
+    proc = subprocess.run([os.path.join(BIN, "ansible-builder"), "introspect", "--sanitize", str(tmp_path / "coll")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout
+    data = yaml.safe_load(proc.stdout.split("---", 1)[1])
+    names = sorted(line.split("#")[0].split(">=")[0].strip() for line in data["python"])
+    assert names == ["jmespath", "jsonpatch", "kubernetes", "numpy", "scipy"]
+    assert all("from collection gpuops.k8s" in line for line in data["python"])
