@@ -13,3 +13,20 @@ ee-context: venv
 	cp .build/gpuops-k8s-$$(python -c 'import yaml;print(yaml.safe_load(open("galaxy.yml"))["version"])').tar.gz execution-environment/gpuops-k8s.tar.gz
 	ansible-builder create -f execution-environment/execution-environment.yml -c .build/ee --output-filename Containerfile
 	rm -f execution-environment/gpuops-k8s.tar.gz
+
+# AWX jobs and event-driven remediation (docs/awx.md), on the local control plane like make e2e:
+#   make awx-jobs   every job template of awx/job_templates.yml launched with ansible-runner as AWX does, in a
+#                   fresh venv with only what execution-environment/ declares (cached by hash); job slicing
+#   make eda        the rulebook extensions/eda/rulebooks/gpu_health_alerts.yml in ansible-rulebook (Java 17+),
+#                   fed Alertmanager webhooks on a local port
+.PHONY: awx-jobs eda
+TEST_TARGETS += awx-jobs eda
+
+awx-jobs: venv collections
+	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "awx-jobs: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
+	python -m pytest -q -p no:cacheprovider -s tests/awx/test_awx_jobs.py
+
+eda: venv collections
+	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "eda: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
+	command -v java >/dev/null || { echo "eda: FAILED: ansible-rulebook needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)" >&2; exit 1; }; \
+	python -m pytest -q -p no:cacheprovider -s tests/awx/test_eda.py
