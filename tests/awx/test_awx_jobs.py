@@ -70,6 +70,12 @@ def launch(lab, survey, answers=None, **kw):
     return result
 
 
+def roles_ran(result, role):
+    """Hosts on which a task of ``role`` ran (ok or changed, not skipped)."""
+    return set(e["event_data"].get("host") for e in result.host_events("runner_on_ok")
+               if (e["event_data"].get("role") or "").split(".")[-1] == role)
+
+
 def assert_successful(result, hosts=None):
     assert result.status == "successful" and result.rc == 0, (result.summary(), result.failures())
     assert result.failed_hosts == [] and result.unreachable_hosts == []
@@ -99,6 +105,7 @@ def test_the_ee_has_what_the_jobs_use(ee):
 def test_site_defaults(lab):
     result = launch(lab, "site")
     assert_successful(result, hosts=HOSTS + ("localhost",))
+    assert sorted(result.results("Show the driver plan")) == sorted(HOSTS)
     changed = result.changed_tasks
     for host in HOSTS:
         assert any(t.startswith(host + ": ") for t in changed), (host, changed)
@@ -119,19 +126,40 @@ def test_gpu_nodes_defaults_then_without_mig_on_one_pool(lab):
     result = launch(lab, "gpu_nodes")
     assert_successful(result, hosts=HOSTS)
     assert result.changed_tasks == []
+    assert roles_ran(result, "mig") == set(HOSTS)
     limited = launch(lab, "gpu_nodes", {"gpu_nodes_mig": "false"}, limit="l40s_nodes")
     assert_successful(limited, hosts=("l40s-01",))
-    assert not [e for e in limited.host_events() if " : " in (e["event_data"].get("task") or "")
-                and e["event_data"].get("role") == "mig"], "the mig role ran although the survey said false"
+    assert roles_ran(limited, "mig") == set(), "the mig role ran although the survey said false"
+    assert roles_ran(limited, "nvidia_driver") == {"l40s-01"}
+
+
+def test_slices_run_every_host_exactly_once(lab):
+    """gpu_nodes sliced 3 ways: 3 jobs in parallel on sorted(hosts)[k-1::3]; every host in exactly one slice."""
+    template = TEMPLATES["gpu_nodes"]
+    assert template["job_slice_count"] == "{{ gpuops_awx_job_slice_count }}"
+    jobs = lab["launcher"].launch_sliced(template, awx_jobs.survey_extra_vars(template), 3)
+    RESULTS.extend(jobs)
+    assert [j.slice_count for j in jobs] == [3, 3, 3]
+    seen = []
+    for job in jobs:
+        assert_successful(job)
+        assert job.changed_tasks == []
+        seen += job.hosts
+    assert [j.hosts for j in jobs] == [["dgx-a100-01", "l40s-01"], ["hgx-h100-01"], ["hgx-h200-01"]]
+    assert sorted(seen) == sorted(HOSTS)  # exactly once each
+    # more slices than hosts: AWX makes one job per host, no more
+    assert awx_jobs.effective_slice_count(10, HOSTS) == 4
 
 
 def test_k8s_gpu_stack_defaults_then_without_dcgm(lab):
     result = launch(lab, "k8s_gpu_stack")
     assert_successful(result)
     assert result.changed_tasks == []
+    assert roles_ran(result, "dcgm_exporter") == {"localhost"}
     without = launch(lab, "k8s_gpu_stack", {"k8s_gpu_stack_dcgm_exporter": "false"})
     assert_successful(without)
-    assert not [e for e in without.host_events() if e["event_data"].get("role") == "dcgm_exporter"]
+    assert roles_ran(without, "dcgm_exporter") == set()
+    assert roles_ran(without, "device_plugin") == {"localhost"}
     assert without.changed_tasks == []
 
 
@@ -139,9 +167,11 @@ def test_tenancy_defaults_then_without_hpas(lab):
     result = launch(lab, "tenancy")
     assert_successful(result, hosts=("localhost",))
     assert result.changed_tasks == []
+    assert roles_ran(result, "gpu_autoscaling") == {"localhost"}
     without = launch(lab, "tenancy", {"tenancy_autoscaling": "false"})
     assert_successful(without, hosts=("localhost",))
-    assert not [e for e in without.host_events() if e["event_data"].get("role") == "gpu_autoscaling"]
+    assert roles_ran(without, "gpu_autoscaling") == set()
+    assert roles_ran(without, "gpu_tenancy") == {"localhost"}
 
 
 def test_mig_reconfigure_needs_its_config_then_check_then_run(lab):
@@ -177,7 +207,7 @@ def test_health_dry_run_then_armed(lab):
     try:
         armed = launch(lab, "health", {"gpu_health_dry_run": "false"})
         assert_successful(armed)
-        assert armed.changed_tasks == ["localhost: gpuops.k8s.gpu_health : Apply the node patches"], armed.changed_tasks
+        assert armed.changed_tasks == ["localhost: Apply the node patches"], armed.changed_tasks
         cordoned = [n for n in HOSTS if api.read_node(n).spec.unschedulable]
         assert cordoned == ["hgx-h200-01"]
         assert "Xid 79" in api.read_node("hgx-h200-01").metadata.annotations["gpuops.k8s/health.reason"]
@@ -185,24 +215,6 @@ def test_health_dry_run_then_armed(lab):
         open(kmsg, "w").close()
         api.patch_node("hgx-h200-01", {"spec": {"unschedulable": None, "taints": None},
                                        "metadata": {"annotations": {"gpuops.k8s/health.cordoned-by": None}}})
-
-
-def test_slices_run_every_host_exactly_once(lab):
-    """gpu_nodes sliced 3 ways: 3 jobs in parallel on sorted(hosts)[k-1::3]; every host in exactly one slice."""
-    template = TEMPLATES["gpu_nodes"]
-    assert template["job_slice_count"] == "{{ gpuops_awx_job_slice_count }}"
-    jobs = lab["launcher"].launch_sliced(template, awx_jobs.survey_extra_vars(template), 3)
-    RESULTS.extend(jobs)
-    assert [j.slice_count for j in jobs] == [3, 3, 3]
-    seen = []
-    for job in jobs:
-        assert_successful(job)
-        assert job.changed_tasks == []
-        seen += job.hosts
-    assert [j.hosts for j in jobs] == [["dgx-a100-01", "l40s-01"], ["hgx-h100-01"], ["hgx-h200-01"]]
-    assert sorted(seen) == sorted(HOSTS)  # exactly once each
-    # more slices than hosts: AWX makes one job per host, no more
-    assert awx_jobs.effective_slice_count(10, HOSTS) == 4
 
 
 @pytest.mark.parametrize("survey,answers,why", [
