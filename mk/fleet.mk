@@ -24,9 +24,9 @@ TEST_TARGETS += awx-jobs eda
 
 awx-jobs: venv collections
 	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "awx-jobs: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
-	python -m pytest -q -p no:cacheprovider -s tests/awx/test_awx_jobs.py
+	python -m pytest -q -p no:cacheprovider -s --basetemp=$(TOP)/.cache/pytest-awx-jobs tests/awx/test_awx_jobs.py
 
 eda: venv collections
 	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "eda: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
 	command -v java >/dev/null || { echo "eda: FAILED: ansible-rulebook needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)" >&2; exit 1; }; \
-	python -m pytest -q -p no:cacheprovider -s tests/awx/test_eda.py
+	python -m pytest -q -p no:cacheprovider -s --basetemp=$(TOP)/.cache/pytest-eda tests/awx/test_eda.py
