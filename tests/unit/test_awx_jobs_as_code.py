@@ -50,6 +50,7 @@ def test_the_inventory_script_holds_only_the_slice():
 
 def test_only_per_host_templates_take_the_slice_count():
     sliceable = sorted(s for s, t in TEMPLATES.items() if t.get("job_slice_count", 1) != 1)
+    assert TEMPLATES["site"]["job_slice_count"] == 1
     assert sliceable == ["gpu_nodes"]
     assert TEMPLATES["gpu_nodes"]["job_slice_count"] == "{{ gpuops_awx_job_slice_count }}"
     for name in ("mig_reconfigure", "health"):
