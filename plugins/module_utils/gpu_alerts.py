@@ -111,9 +111,8 @@ def read_alert(alert, hosts, node_names=None, policy=None):
             node = labels[name]
             break
     if node is None:
-        return _drop("alert %s without a node: none of the labels %s is set" % (alertname or "(no alertname)",
-                                                                               ", ".join(NODE_LABELS)),
-                     status=status)
+        return _drop("alert %s without a node: none of the labels %s is set"
+                     % (alertname or "(no alertname)", ", ".join(NODE_LABELS)), status=status)
     if not isinstance(node, str) or not _NODE_RE.match(node):
         return _drop("malformed alert: node label %r is not a Kubernetes node name" % (node,), status=status)
     by_node = {}

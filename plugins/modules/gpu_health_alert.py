@@ -159,8 +159,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    policy = dict((k, p[k]) for k in ("temperature_threshold_c", "ecc_error_threshold", "xid_ignore", "xid_actions",
-                                       "xid_unknown_action"))
+    keys = ("temperature_threshold_c", "ecc_error_threshold", "xid_ignore", "xid_actions", "xid_unknown_action")
+    policy = dict((k, p[k]) for k in keys)
     try:
         result = read_alert(p["alert"], p["hosts"], p["node_names"], policy)
     except GpuOpsError as e:

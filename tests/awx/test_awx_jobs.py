@@ -11,6 +11,8 @@ the local control plane. Wall times and event counts are printed at the end (doc
 """
 import json
 import os
+import subprocess
+import time
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -97,7 +99,6 @@ def test_the_ee_has_what_the_jobs_use(ee):
     # only the EE's packages: the job interpreter has no pynvml (GPU-host only) and no test toolchain
     py = ee.python
     probe = "import importlib.util as u; print([m for m in ('kubernetes', 'jsonpatch', 'ansible_runner', 'pynvml', 'pytest') if u.find_spec(m)])"
-    import subprocess
     out = subprocess.run([py, "-c", probe], stdout=subprocess.PIPE, universal_newlines=True, env=ee.env(), check=True)
     assert out.stdout.strip() == "['kubernetes', 'jsonpatch', 'ansible_runner']"
 
@@ -198,7 +199,6 @@ def test_health_dry_run_then_armed(lab):
     assert dry.changed_tasks == []
     h200 = read_facts(os.path.join(lab["sim_dir"], "hgx-h200-01.json"))
     bus = h200["gpus"][3]["pci_bus_id"][4:].lower()[:-2]
-    import time
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime())
     kmsg = os.path.join(lab["sim_dir"], "hgx-h200-01.kmsg")
     with open(kmsg, "w") as f:

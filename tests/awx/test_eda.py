@@ -26,7 +26,6 @@ import urllib.request
 import pytest
 import yaml
 
-from awxlib import environments
 from lib import gpu_nodes
 from lib.wait import wait_for
 

@@ -64,8 +64,8 @@ def test_thresholds_and_overrides_are_the_health_checks():
             "annotations": {"value": "95.5"}, "fingerprint": "t"}
     assert ga.read_alert(temp, HOSTS)["problem"]["action"] == "drain"
     assert ga.read_alert(alert(xid="13"), HOSTS, policy={"xid_actions": {13: "drain"}})["accepted"]
-    custom = {"status": "firing", "labels": {"alertname": "SiteRowRemap", "gpuops_check": "remapped_rows_failure",
-                                            "node": "gpu-3"}, "fingerprint": "r"}
+    labels = {"alertname": "SiteRowRemap", "gpuops_check": "remapped_rows_failure", "node": "gpu-3"}
+    custom = {"status": "firing", "labels": labels, "fingerprint": "r"}
     assert ga.read_alert(custom, HOSTS)["problem"]["action"] == "reboot"
 
 
@@ -113,8 +113,8 @@ def test_recorded_alert_keeps_the_node_until_resolved_then_hysteresis():
     # the resolved alert: the record goes, the hysteresis starts counting
     resolved = ga.read_alert(alert(status="resolved"), HOSTS)
     wait = gh.plan_actions({"gpu-1": HEALTHY}, nodes, POLICY, alerts={"gpu-1": [resolved]})["actions"][0]
-    assert wait["action"] == "wait" and wait["patch"]["metadata"]["annotations"] == {gh.ANN_STREAK: "1",
-                                                                                    gh.ANN_ALERTS: None}
+    assert wait["action"] == "wait"
+    assert wait["patch"]["metadata"]["annotations"] == {gh.ANN_STREAK: "1", gh.ANN_ALERTS: None}
 
 
 def test_breaker_counts_alert_cordons_like_any_other():
