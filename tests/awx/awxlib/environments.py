@@ -14,7 +14,8 @@ decision environment (decision-environment/) declares, for running AWX jobs and 
 
 Nothing else is on the environment's paths: jobs run with its interpreter and its collections directory only,
 so a dependency the EE forgets fails the job. The venv and third-party collections are cached under
-``.cache/awx-envs/<kind>-<hash of the environment's files>``; a change to those files makes a new one.
+``.cache/awx-envs/<kind>-<hash of the environment's files>``; a change to those files makes a new one (and removes
+the older one).
 """
 import hashlib
 import json
@@ -205,6 +206,10 @@ def ensure(kind, work_dir=None):
                 installed[req["name"]] = str(req.get("version") or "")
         with open(stamp, "w") as f:
             json.dump({"unresolved": unresolved, "installed": installed, "python": reqs}, f, indent=1)
+        for old in os.listdir(CACHE):  # environments of older definitions of this kind
+            if old.startswith(kind + "-") and os.path.join(CACHE, old) != root:
+                _log("removing %s (an older definition)" % old)
+                shutil.rmtree(os.path.join(CACHE, old), ignore_errors=True)
     with open(stamp) as f:
         state = json.load(f)
     env = Environment(kind, root, state["unresolved"], dict(state["installed"]))
