@@ -308,6 +308,8 @@ class Launcher(object):
     def launch_sliced(self, template, extra_vars, slice_count, **kw):
         """A sliced job as AWX runs it: a workflow of min(N, hosts) jobs in parallel, job k on slice k."""
         count = effective_slice_count(slice_count, inventory_hosts(self.inventory_data))
+        if count == 1:  # AWX runs a plain job, no workflow
+            return [self.launch(template, extra_vars, **kw)]
         workflow_id = self._job_id()
         handles = [self.start(template, extra_vars, slice_number=k, slice_count=count, workflow_id=workflow_id, **kw)
                    for k in range(1, count + 1)]
