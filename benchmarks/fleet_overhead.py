@@ -146,8 +146,8 @@ def main():
         for name in ("baseline", "gpuops"):
             wall = run_play(inventory, plays[name], args.forks)
             walls[name].append(wall)
-            print("  run %d  %-9s %7.1f s  (%.0f ms per host-task)" % (run + 1, name, wall,
-                                                                      1000.0 * wall / (2 * args.hosts)), flush=True)
+            per_task_ms = 1000.0 * wall / (2 * args.hosts)
+            print("  run %d  %-9s %7.1f s  (%.0f ms per host-task)" % (run + 1, name, wall, per_task_ms), flush=True)
     base, ours = statistics.median(walls["baseline"]), statistics.median(walls["gpuops"])
     print("median: baseline %.1f s, gpuops %.1f s, ratio %.2fx (target <= 1.30x)" % (base, ours, ours / base))
 
