@@ -48,6 +48,7 @@ import math
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as fragmod
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as migmod
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import nonzero_cpu
 
 try:
@@ -63,6 +64,7 @@ MAX_SPEC_CPU = 128000.0  # artefact normalisers (open-gpu-share utils const.go)
 MAX_SPEC_GPU = 8000.0
 UNLIMITED = 1 << 60
 DEFAULT_MEMORY_BYTES = 200 * 1024 * 1024  # schedutil.DefaultMemoryRequest
+SCALE = 840  # unit model: milli x 840 keeps every MIG share (1/7, 1/4, 1/8 ...) an integer
 SCORINGS = ("random", "best-fit", "packing", "dot-product", "fgd", "kube-default", "clustering")
 
 
@@ -116,39 +118,26 @@ class Events(object):
         self.placed = np.zeros(size, dtype=bool)
 
 
-def _sigmoid_score(delta):
-    """``int64(sigmoid(delta / 1000) * 100)`` elementwise (delta: float array)."""
-    return (100.0 / (1.0 + np.exp(-delta / 1000.0))).astype(np.int64)
+class _Replay(object):
+    """The replay loop and the policies, common to both GPU models.
 
-
-class MilliReplay(object):
-    """One replay on the per-GPU milli model.
-
-    ``arrivals``: list of (cpu_milli, memory_mib, num_gpu, gpu_milli_alloc, request_milli, spec)
-    where ``gpu_milli_alloc`` is what the sharing mode binds per GPU (exclusive: 1000) and
-    ``request_milli`` the trace's own request (for the arrived-workload axis).
-    ``typical``: frag.Typical for the fragmentation measure (same sharing transformation).
+    ``arrivals``: list of (cpu_milli, memory_mib, num_gpu, gpu_milli, request_milli, spec) where
+    ``gpu_milli`` is the per-GPU request as the model reads it (milli model under exclusive: 1000)
+    and ``request_milli`` the trace's own request (for the arrived-workload axis).
     """
 
-    def __init__(self, cluster, arrivals, scoring, typical, rng, percentage_of_nodes_to_score=None, tie_break=None):
+    def __init__(self, cluster, arrivals, scoring, rng, percentage_of_nodes_to_score=None, tie_break=None):
         if scoring not in SCORINGS:
             raise GpuOpsError("scoring must be one of %s, not %r" % (", ".join(SCORINGS), scoring))
         self.c = cluster
         self.arrivals = arrivals
         self.scoring = scoring
         self.rng = rng
-        self.typ = typical
-        n, g = cluster.n, cluster.g
+        n = cluster.n
         self.cpu_left = cluster.cpu.copy()
         self.mem_left = cluster.mem.copy()
         self.pods_left = cluster.pods.copy()
-        valid = np.arange(g)[None, :] < cluster.ngpu[:, None]
-        self.valid = valid
-        self.gl = np.where(valid, MILLI, -1).astype(np.int64)  # milli left per GPU (-1: no such GPU)
-        self.total_left = cluster.ngpu * MILLI
-        self.full = cluster.ngpu.copy()  # fully free GPUs
-        self.max_left = np.where(cluster.ngpu > 0, MILLI, -1).astype(np.int64)
-        # kube-default bookkeeping: NonZero and actual requests (memory in bytes)
+        # kube-default bookkeeping: NonZero requests (memory in bytes)
         self.cpu_nz = np.zeros(n, dtype=np.int64)
         self.mem_nz = np.zeros(n, dtype=np.int64)
         self.mem_bytes_cap = np.where(cluster.mem >= UNLIMITED, 0, cluster.mem * 1048576)
@@ -158,9 +147,6 @@ class MilliReplay(object):
         # clustering: pods per GPU kind on each node
         self.kinds = {}
         self.aff = np.zeros((n, 8), dtype=np.int64)
-        # fragmentation per node (integer, scaled by typical.denominator)
-        self.frag = fragmod.NodeFrag(typical, cluster, self.gl, self.cpu_left)
-        # fgd score cache per score shape: node version when computed, score, GPU choice
         self.version = np.zeros(n, dtype=np.int64)
         self.cache = {}
         self._spec_masks = {}
@@ -206,46 +192,23 @@ class MilliReplay(object):
             return int(cand[np.argmin(self.rank[cand])])
         return int(idx[ties[self.rng.randrange(len(ties))]])
 
-    # ------------------------------------------------------------------ filter
-    def feasible(self, cpu, mem, num, milli, spec):
+    def _base_feasible(self, cpu, mem, num, spec):
         f = (self.cpu_left >= cpu) & (self.mem_left >= mem) & (self.pods_left > 0)
         if num > 0:
             f &= self._spec(spec)
-            if num == 1 and milli < MILLI:
-                f &= self.max_left >= milli
-            else:
-                f &= self.full >= num
         return f
 
-    # ------------------------------------------------------------------ scores
-    def _score_best_fit(self, idx, cpu, num, milli):
-        gpu = float(num * milli)
+    # ------------------------------------------------------------------ scores (shared)
+    def _score_best_fit(self, idx, cpu, gpu_req):
         s = (self.cpu_left[idx] - cpu) / MAX_SPEC_CPU * 0.5
-        s = s + (self.total_left[idx] - gpu) / MAX_SPEC_GPU * 0.5
+        s = s + (self.free_milli(idx) - gpu_req) / MAX_SPEC_GPU * 0.5
         return ((1.0 - s) * 100.0).astype(np.int64)
 
-    def _score_dot(self, idx, cpu, num, milli):
+    def _score_dot(self, idx, cpu, gpu_req):
         a0 = self.cpu_left[idx] / MAX_SPEC_CPU
-        a1 = self.total_left[idx] / MAX_SPEC_GPU
-        inner = a0 * (cpu / MAX_SPEC_CPU) + a1 * ((num * milli) / MAX_SPEC_GPU)
+        a1 = self.free_milli(idx) / MAX_SPEC_GPU
+        inner = a0 * (cpu / MAX_SPEC_CPU) + a1 * (gpu_req / MAX_SPEC_GPU)
         return (100.0 * (1.0 - inner / 2.0)).astype(np.int64)
-
-    def _score_packing(self, idx, cpu, num, milli):
-        if num == 0:
-            return np.zeros(len(idx), dtype=np.int64)
-        ngpu = self.c.ngpu[idx]
-        full = self.full[idx]
-        idle = full == ngpu
-        s3 = np.maximum(33 - full, full)
-        if num == 1 and milli < MILLI:
-            gl = self.gl[idx]
-            masked = np.where(gl >= milli, gl, MILLI + 1)
-            best = masked.min(axis=1)
-            s1 = np.maximum(100 - ((best * 100) // MILLI) // 10, 50)
-            s = np.where(best >= MILLI, 49, s1)
-        else:
-            s = np.full(len(idx), max(50 - num, 33), dtype=np.int64)
-        return np.where(idle, s3, s)
 
     def _score_clustering(self, idx, num, milli):
         if num == 0:
@@ -254,7 +217,7 @@ class MilliReplay(object):
         aff = self.aff[idx]
         kinds = (aff > 0).sum(axis=1)
         has = aff[:, k] > 0
-        base = (25 * (8000 - self.total_left[idx])) // 8000
+        base = (25 * (8000 - np.floor(self.free_milli(idx)).astype(np.int64))) // 8000
         band = np.where(has, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
         return base + band
 
@@ -266,49 +229,36 @@ class MilliReplay(object):
         cap_m = self.mem_bytes_cap[idx]
         req_c = self.cpu_nz[idx] + cpu_nz
         req_m = self.mem_nz[idx] + mem_nz
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sc = np.where((cap_c > 0) & (req_c <= cap_c), ((cap_c - req_c) * 100) // np.maximum(cap_c, 1), 0)
-            sm = np.where((cap_m > 0) & (req_m <= cap_m), ((cap_m - req_m) * 100) // np.maximum(cap_m, 1), 0)
+        sc = np.where((cap_c > 0) & (req_c <= cap_c), ((cap_c - req_c) * 100) // np.maximum(cap_c, 1), 0)
+        sm = np.where((cap_m > 0) & (req_m <= cap_m), ((cap_m - req_m) * 100) // np.maximum(cap_m, 1), 0)
         w = (cap_c > 0).astype(np.int64) + (cap_m > 0).astype(np.int64)
         least = np.where(w > 0, (sc * (cap_c > 0) + sm * (cap_m > 0)) // np.maximum(w, 1), 0)
-        # BalancedAllocation: actual requests (useRequested)
+        if cpu == 0 and mem_b == 0:  # best-effort pod: BalancedAllocation skips it
+            return least
+        # BalancedAllocation: actual requests, with and without the pod
         used_c = (self.c.cpu[idx] - self.cpu_left[idx]).astype(np.float64)
         used_m = ((self.c.mem[idx] - self.mem_left[idx]) * 1048576).astype(np.float64)
-        capf_c = cap_c.astype(np.float64)
-        capf_m = cap_m.astype(np.float64)
+        capf_c = np.where(cap_c > 0, cap_c, 1).astype(np.float64)
+        capf_m = np.where(cap_m > 0, cap_m, 1).astype(np.float64)
         both = (cap_c > 0) & (cap_m > 0)
 
         def balanced(rc, rm):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                fc = np.minimum(rc / np.where(capf_c > 0, capf_c, 1.0), 1.0)
-                fm = np.minimum(rm / np.where(capf_m > 0, capf_m, 1.0), 1.0)
+            fc = np.minimum(rc / capf_c, 1.0)
+            fm = np.minimum(rm / capf_m, 1.0)
             std = np.where(both, np.abs((fc - fm) / 2.0), 0.0)
             return ((1.0 - std) * 100.0).astype(np.int64)
 
-        with_pod = balanced(used_c + cpu, used_m + mem_b)
-        without = balanced(used_c, used_m)
-        bal = 50 + (50 + with_pod - without) // 2
-        if cpu == 0 and mem_b == 0:
-            bal = np.zeros(len(idx), dtype=np.int64)
+        bal = 50 + (50 + balanced(used_c + cpu, used_m + mem_b) - balanced(used_c, used_m)) // 2
         return least + bal
 
     def _nodes_to_score(self, f):
         """kube-scheduler's node sampling: indices of the feasible nodes it would score."""
         n = self.c.n
-        if self.pct_score is not None:
-            pct = self.pct_score
-        else:
-            pct = 50 - n // 125
-            if pct < 5:
-                pct = 5
-        if n < 100 or pct >= 100:
-            want = n
-        else:
-            want = max(100, n * pct // 100)
+        pct = self.pct_score if self.pct_score is not None else max(50 - n // 125, 5)
+        want = n if (n < 100 or pct >= 100) else max(100, n * pct // 100)
         start = self.next_start
         order = np.concatenate([np.arange(start, n), np.arange(0, start)]) if start else np.arange(n)
-        fr = f[order]
-        pos = np.flatnonzero(fr)
+        pos = np.flatnonzero(f[order])
         if len(pos) > want:
             pos = pos[:want]
             processed = int(pos[-1]) + 1
@@ -317,38 +267,21 @@ class MilliReplay(object):
         self.next_start = (start + processed) % n
         return order[pos]
 
-    def _fgd_scores(self, idx, cpu, num, milli):
-        """FGD scores and GPU choices on nodes ``idx`` (cached per pod shape and node version)."""
-        key = (cpu, num, milli)
+    def _fgd_cached(self, idx, key, compute):
+        """Scores (and GPU choices) on ``idx``, cached per pod shape until a node changes."""
         entry = self.cache.get(key)
         if entry is None:
             n = self.c.n
             entry = (np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
             self.cache[key] = entry
         stamp, score, gpu = entry
-        stale = idx[stamp[idx] != self.version[idx] + 1]
+        stale = idx[stamp[idx] != self.version[idx]]
         if len(stale):
-            s, gsel = self.frag.fgd(stale, self.gl[stale], self.cpu_left[stale], cpu, num, milli)
+            s, gsel = compute(stale)
             score[stale] = s
             gpu[stale] = gsel
-            stamp[stale] = self.version[stale] + 1
+            stamp[stale] = self.version[stale]
         return score[idx], gpu
-
-    # ------------------------------------------------------------------ GPU choice
-    def _gpus_for(self, node, num, milli, fgd_gpu=None):
-        row = self.gl[node]
-        if num == 0:
-            return []
-        if num == 1 and milli < MILLI:
-            if fgd_gpu is not None:
-                return [int(fgd_gpu)]
-            fits = np.flatnonzero(row >= milli)
-            if self.scoring == "random":
-                return [int(fits[self.rng.randrange(len(fits))])]
-            vals = row[fits]
-            return [int(fits[np.argmin(vals)])]
-        free = np.flatnonzero(row == MILLI)
-        return [int(i) for i in free[:num]]
 
     # ------------------------------------------------------------------ replay
     def run(self, progress=None):
@@ -362,11 +295,8 @@ class MilliReplay(object):
         for k, (cpu, mem, num, milli, req, spec) in enumerate(arrivals):
             arrived += req
             f = self.feasible(cpu, mem, num, milli, spec)
-            if scoring == "kube-default":
-                idx = self._nodes_to_score(f)
-            else:
-                idx = np.flatnonzero(f)
-            fgd_gpu = None
+            idx = self._nodes_to_score(f) if scoring == "kube-default" else np.flatnonzero(f)
+            hint = None
             if len(idx) == 0:
                 node = -1
             elif len(idx) == 1 and scoring != "fgd":
@@ -374,25 +304,23 @@ class MilliReplay(object):
             elif scoring == "random":
                 node = int(idx[self.rng.randrange(len(idx))])
             elif scoring == "best-fit":
-                node = self._pick(idx, self._score_best_fit(idx, cpu, num, milli))
+                node = self._pick(idx, self._score_best_fit(idx, cpu, self.request_milli(num, milli, idx)))
             elif scoring == "dot-product":
-                node = self._pick(idx, self._score_dot(idx, cpu, num, milli))
+                node = self._pick(idx, self._score_dot(idx, cpu, self.request_milli(num, milli, idx)))
             elif scoring == "packing":
-                node = self._pick(idx, self._score_packing(idx, cpu, num, milli))
+                node = self._pick(idx, self.score_packing(idx, num, milli))
             elif scoring == "clustering":
                 node = self._pick(idx, self._score_clustering(idx, num, milli))
             elif scoring == "kube-default":
                 node = self._pick(idx, self._score_kube(idx, cpu, mem))
             else:  # fgd
-                scores, gpus = self._fgd_scores(idx, nonzero_cpu(cpu), num, milli)
+                scores, gpus = self.score_fgd(idx, nonzero_cpu(cpu), num, milli)
                 node = self._pick(idx, scores)
-                fgd_gpu = gpus[node]
+                hint = gpus[node]
             if node < 0:
                 self.failed.append(k)
             else:
-                chosen = self._gpus_for(node, num, milli, fgd_gpu if (num == 1 and milli < MILLI) else None)
-                self._place(node, cpu, mem, num, milli, chosen)
-                allocated += num * milli
+                allocated += self.place(node, cpu, mem, num, milli, hint)
                 served += req
                 ev.placed[k] = True
             ev.arrived[k] = arrived
@@ -404,23 +332,227 @@ class MilliReplay(object):
                 progress(k)
         return ev
 
-    def _place(self, node, cpu, mem, num, milli, gpus):
+    def _place_common(self, node, cpu, mem, num, milli):
         self.cpu_left[node] -= cpu
         self.mem_left[node] -= mem
         self.pods_left[node] -= 1
         self.cpu_nz[node] += nonzero_cpu(cpu)
         self.mem_nz[node] += mem * 1048576 if mem > 0 else DEFAULT_MEMORY_BYTES
         if num:
+            self.aff[node, self._kind(num, milli)] += 1
+        self.version[node] += 1
+
+
+class MilliReplay(_Replay):
+    """One replay on the per-GPU milli model (``fractional``; ``exclusive`` with gpu_milli 1000).
+
+    ``typical``: frag.Typical for the fragmentation measure (same sharing transformation).
+    """
+
+    def __init__(self, cluster, arrivals, scoring, typical, rng, percentage_of_nodes_to_score=None, tie_break=None):
+        _Replay.__init__(self, cluster, arrivals, scoring, rng, percentage_of_nodes_to_score, tie_break)
+        g = cluster.g
+        self.typ = typical
+        valid = np.arange(g)[None, :] < cluster.ngpu[:, None]
+        self.gl = np.where(valid, MILLI, -1).astype(np.int64)  # milli left per GPU (-1: no such GPU)
+        self.total_left = cluster.ngpu * MILLI
+        self.full = cluster.ngpu.copy()  # fully free GPUs
+        self.max_left = np.where(cluster.ngpu > 0, MILLI, -1).astype(np.int64)
+        self.frag = fragmod.NodeFrag(typical, cluster, self.gl, self.cpu_left)
+
+    def free_milli(self, idx):
+        return self.total_left[idx]
+
+    def request_milli(self, num, milli, idx):
+        return float(num * milli)
+
+    def feasible(self, cpu, mem, num, milli, spec):
+        f = self._base_feasible(cpu, mem, num, spec)
+        if num > 0:
+            if num == 1 and milli < MILLI:
+                f &= self.max_left >= milli
+            else:
+                f &= self.full >= num
+        return f
+
+    def score_packing(self, idx, num, milli):
+        if num == 0:
+            return np.zeros(len(idx), dtype=np.int64)
+        full = self.full[idx]
+        idle = full == self.c.ngpu[idx]
+        s3 = np.maximum(33 - full, full)
+        if num == 1 and milli < MILLI:
+            gl = self.gl[idx]
+            best = np.where(gl >= milli, gl, MILLI + 1).min(axis=1)
+            s1 = np.maximum(100 - ((best * 100) // MILLI) // 10, 50)
+            s = np.where(best >= MILLI, 49, s1)
+        else:
+            s = np.full(len(idx), max(50 - num, 33), dtype=np.int64)
+        return np.where(idle, s3, s)
+
+    def score_fgd(self, idx, cpu, num, milli):
+        return self._fgd_cached(idx, (cpu, num, milli), lambda stale: self.frag.fgd(
+            stale, self.gl[stale], self.cpu_left[stale], cpu, num, milli))
+
+    def _gpus_for(self, node, num, milli, hint):
+        row = self.gl[node]
+        if num == 1 and milli < MILLI:
+            if hint is not None:
+                return [int(hint)]
+            fits = np.flatnonzero(row >= milli)
+            if self.scoring == "random":
+                return [int(fits[self.rng.randrange(len(fits))])]
+            return [int(fits[np.argmin(row[fits])])]
+        free = np.flatnonzero(row == MILLI)
+        return [int(i) for i in free[:num]]
+
+    def place(self, node, cpu, mem, num, milli, hint):
+        self._place_common(node, cpu, mem, num, milli)
+        if num:
             row = self.gl[node]
-            for i in gpus:
+            for i in self._gpus_for(node, num, milli, hint):
                 row[i] -= milli
             valid = row[row >= 0]
             self.total_left[node] = int(valid.sum())
             self.full[node] = int((valid == MILLI).sum())
             self.max_left[node] = int(valid.max()) if len(valid) else -1
-            self.aff[node, self._kind(num, milli)] += 1
-        self.version[node] += 1
         self.frag.update(node, self.gl[node], self.cpu_left[node])
+        return float(num * milli)
+
+
+class SliceReplay(_Replay):
+    """One replay on the unit model (``mig``, ``planned``; ``exclusive`` gives the same result as
+    the milli model). ``layouts``: per node, per GPU, the list of unit kinds (mig.py); ``table``: the
+    mig.UnitTable; ``typical``: frag.SliceTypical.
+    """
+
+    def __init__(self, cluster, arrivals, scoring, table, layouts, typical, rng, percentage_of_nodes_to_score=None,
+                 tie_break=None):
+        _Replay.__init__(self, cluster, arrivals, scoring, rng, percentage_of_nodes_to_score, tie_break)
+        n, g = cluster.n, cluster.g
+        self.table = table
+        kinds = len(table.kinds)
+        self.nk = kinds
+        self.size_s = np.array([int(round(k.size_milli * SCALE)) for k in table.kinds], dtype=np.int64)
+        self.fc = np.zeros((n, g, kinds), dtype=np.int64)  # free units per GPU and kind
+        for i, per_gpu in enumerate(layouts):
+            for j, units in enumerate(per_gpu):
+                for u in units:
+                    self.fc[i, j, u] += 1
+        valid = np.arange(g)[None, :] < cluster.ngpu[:, None]
+        self.fm = np.where(valid, MILLI * SCALE, -1).astype(np.int64)  # free (unallocated) scaled milli per GPU
+        self.used = np.zeros((n, g), dtype=bool)
+        self.nf = self.fc.sum(axis=1)  # [N, K] free units per node
+        self.total_left = cluster.ngpu * (MILLI * SCALE)
+        # kinds present per model, and the request -> kind map per model
+        present = [set() for _ in cluster.models]
+        for i, per_gpu in enumerate(layouts):
+            m = cluster.model_idx[i]
+            if m >= 0:
+                for units in per_gpu:
+                    present[m].update(units)
+        self.present = present
+        self._kmap = {}
+        self.typ = typical
+        self.frag = fragmod.SliceFrag(typical, cluster, table, present, self.size_s, SCALE, self.nf, self.total_left,
+                                      self.cpu_left)
+
+    def kind_nodes(self, milli):
+        """Unit kind per node for a per-GPU request of ``milli`` (-1 on nodes without GPUs)."""
+        q = self._kmap.get(milli)
+        if q is None:
+            per_model = np.array([migmod.request_kind(self.table, sorted(p), milli) for p in self.present] + [-1],
+                                 dtype=np.int64)
+            q = per_model[self.c.model_idx]  # model_idx -1 -> last entry
+            self._kmap[milli] = q
+        return q
+
+    def free_milli(self, idx):
+        return self.total_left[idx] / float(SCALE)
+
+    def request_milli(self, num, milli, idx):
+        if num == 0:
+            return 0.0
+        q = self.kind_nodes(milli)[idx]
+        return self.size_s[np.maximum(q, 0)] * num / float(SCALE)
+
+    def feasible(self, cpu, mem, num, milli, spec):
+        f = self._base_feasible(cpu, mem, num, spec)
+        if num > 0:
+            q = self.kind_nodes(milli)
+            f &= (q >= 0) & (self.nf[np.arange(self.c.n), np.maximum(q, 0)] >= num)
+        return f
+
+    def score_packing(self, idx, num, milli):
+        if num == 0:
+            return np.zeros(len(idx), dtype=np.int64)
+        used = self.used[idx]
+        ngpu = self.c.ngpu[idx]
+        fullfree = ngpu - used.sum(axis=1)
+        idle = fullfree == ngpu
+        s3 = np.maximum(33 - fullfree, fullfree)
+        q = self.kind_nodes(milli)[idx]
+        if num == 1 and milli < MILLI:
+            has = self.fc[idx, :, :][np.arange(len(idx)), :, np.maximum(q, 0)] > 0  # [X, G]
+            fm = np.where(has, self.fm[idx], 1 << 62)
+            g = fm.argmin(axis=1)
+            best = fm[np.arange(len(idx)), g]
+            best_used = used[np.arange(len(idx)), g]
+            milli_left = best // SCALE
+            s1 = np.maximum(100 - ((milli_left * 100) // MILLI) // 10, 50)
+            s = np.where(best_used, s1, 49)
+        else:
+            s = np.full(len(idx), max(50 - num, 33), dtype=np.int64)
+        return np.where(idle, s3, s)
+
+    def score_fgd(self, idx, cpu, num, milli):
+        q = self.kind_nodes(milli) if num else None
+
+        def compute(stale):
+            qs = q[stale] if q is not None else None
+            return self.frag.fgd(stale, self.nf[stale], self.total_left[stale], self.cpu_left[stale], cpu, num, qs)
+        return self._fgd_cached(idx, (cpu, num, milli), compute)
+
+    def _units_for(self, node, num, q, hint):
+        """GPU index per unit taken (a GPU may give several units).
+
+        Whole GPUs: the first free ones by index (as the artefact's exclusive allocation); a MIG
+        unit: random (random), the first GPU holding one (fgd: every choice leaves the node the
+        same; kube-default: first fit), else the GPU with the least free capacity (best fit).
+        """
+        have = self.fc[node, :, q]
+        gpus = np.flatnonzero(have > 0)
+        if q == migmod.WHOLE:
+            return [int(i) for i in gpus[:num]]
+        if num == 1:
+            if self.scoring == "random":
+                return [int(gpus[self.rng.randrange(len(gpus))])]
+            if self.scoring in ("fgd", "kube-default"):
+                return [int(gpus[0])]
+            return [int(gpus[np.argmin(self.fm[node, gpus])])]
+        order = gpus if self.scoring in ("fgd", "kube-default", "random") else gpus[np.argsort(self.fm[node, gpus], kind="stable")]
+        out = []
+        for gi in order:
+            for _ in range(int(have[gi])):
+                if len(out) < num:
+                    out.append(int(gi))
+        return out
+
+    def place(self, node, cpu, mem, num, milli, hint):
+        self._place_common(node, cpu, mem, num, milli)
+        got = 0.0
+        if num:
+            q = int(self.kind_nodes(milli)[node])
+            size = int(self.size_s[q])
+            for gi in self._units_for(node, num, q, hint):
+                self.fc[node, gi, q] -= 1
+                self.fm[node, gi] -= size
+                self.used[node, gi] = True
+            self.nf[node, q] -= num
+            self.total_left[node] -= size * num
+            got = size * num / float(SCALE)
+        self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
+        return got
 
 
 def isclose(a, b):

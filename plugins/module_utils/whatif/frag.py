@@ -146,6 +146,66 @@ class NodeFrag(object):
         return _score(old - new, d), np.zeros(len(nodes), dtype=np.int64)
 
 
+class SliceFrag(object):
+    """Fragmentation on the unit model (MIG layouts, whole GPUs): a typical pod t fits a node when it
+    has ``num_t`` free units of the kind t asks for on that node's model (mig.request_kind) and CPU
+    for it; then the free capacity of those units is not fragmented for t, all other idle capacity
+    (other kinds, slices no instance covers) is. Values are scaled milli (x ``scale``)."""
+
+    def __init__(self, typical, cluster, table, present, size_s, scale, nf, total_left, cpu_left):
+        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig
+
+        self.t = typical
+        self.scale = scale
+        self.size_s = size_s
+        t = typical
+        qt = np.full((len(cluster.models) + 1, t.ntypes), -1, dtype=np.int64)
+        for m in range(len(cluster.models)):
+            for j in range(t.ntypes):
+                if t.acc[m + 1, j]:
+                    qt[m + 1, j] = mig.request_kind(table, sorted(present[m]), int(t.t_milli[j]))
+        self.qt = qt
+        self.model_row = cluster.model_idx + 1
+        self.fd = self._fd(np.arange(cluster.n), nf, total_left, cpu_left)
+        self.total_fd = float(self.fd.sum())
+
+    def _fd(self, nodes, nf, left, cpu_left):
+        t = self.t
+        left = np.asarray(left, dtype=np.float64)
+        if not t.ntypes:
+            return left * t.denominator
+        q = self.qt[self.model_row[nodes]]  # [X, T]
+        qq = np.maximum(q, 0)
+        cnt = np.take_along_axis(np.asarray(nf), qq, axis=-1)  # [X, T]
+        fits = (q >= 0) & (cnt >= t.t_num) & (np.asarray(cpu_left)[..., None] >= t.t_cpu)
+        st = (cnt * self.size_s[qq]).astype(np.float64)
+        w = np.where(fits, st, 0.0) @ t.t_cnt
+        return left * t.denominator - w
+
+    def update(self, node, nf_row, left, cpu_left):
+        new = float(self._fd(np.array([node]), nf_row[None, :], np.array([left]), np.array([cpu_left]))[0])
+        self.total_fd += new - self.fd[node]
+        self.fd[node] = new
+
+    def total(self):
+        return self.total_fd / (self.t.denominator * self.scale)
+
+    def node_milli(self):
+        return self.fd / (self.t.denominator * self.scale)
+
+    def fgd(self, nodes, nf, left, cpu_left, cpu, num, q):
+        """FGD scores of taking ``num`` units of kind ``q`` (per node) and ``cpu`` on ``nodes``."""
+        old = self.fd[nodes]
+        new_nf = np.array(nf, copy=True)
+        new_left = np.asarray(left, dtype=np.int64).copy()
+        if num:
+            rows = np.arange(len(nodes))
+            new_nf[rows, q] -= num
+            new_left = new_left - self.size_s[q] * num
+        new = self._fd(nodes, new_nf, new_left, cpu_left - cpu)
+        return _score(old - new, self.t.denominator * self.scale), np.zeros(len(nodes), dtype=np.int64)
+
+
 def _score(delta_fd, d):
     """FGD's node score from the change of F * D: int64(100 * sigmoid(dF / 1000))."""
     return (100.0 / (1.0 + np.exp(-(delta_fd / d) / 1000.0))).astype(np.int64)
