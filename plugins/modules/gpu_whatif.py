@@ -29,7 +29,7 @@ requirements:
 attributes:
   check_mode:
     support: full
-    description: Everything is computed; O(report) is not written and RV(changed) says whether it would be.
+    description: Everything is computed; O(report) is not written and C(changed) says whether it would be.
   diff_mode:
     support: full
     description: The Markdown report before and after.
@@ -45,9 +45,9 @@ options:
     type: path
   nodes:
     description:
-      - Nodes as a list - gpu_plan's node list C([{name, gpus: [{model, count}], cpu_milli, memory_mib, pods}])
-        (C(cpu)/C(memory) as Kubernetes quantities also work) or host vars of the C(gpuops.k8s.gpu_nodes)
-        inventory (C(gpuops_k8s_node_name), C(gpu_product), C(gpu_count)).
+      - Nodes as a list - gpu_plan's node list (C(name), C(gpus) a list of C(model) and C(count), C(cpu_milli),
+        C(memory_mib), C(pods); C(cpu) and C(memory) as Kubernetes quantities also work) or host vars of the
+        C(gpuops.k8s.gpu_nodes) inventory (C(gpuops_k8s_node_name), C(gpu_product), C(gpu_count)).
       - A node without CPU or memory facts is not limited in them. One GPU model per node.
     type: list
     elements: dict
@@ -110,9 +110,10 @@ options:
     type: int
   mig_config:
     description:
-      - For O(sharing=mig), the MIG layout per GPU model - a mapping C({model: layout}) (C(*) for every other
-        model) or the path of a YAML file holding one. A layout is C({profile: count}), V(all-balanced),
-        C(all-<profile>), V(all-disabled) or a list of mig-parted v1 entries (devices, mig-enabled, mig-devices).
+      - For O(sharing=mig), the MIG layout per GPU model - a mapping from model to layout (key C(*) for every
+        other model) or the path of a YAML file holding one. A layout is a mapping from profile to count,
+        V(all-balanced), C(all-<profile>), V(all-disabled) or a list of mig-parted v1 entries (devices,
+        mig-enabled, mig-devices).
       - Models the catalog knows as MIG-capable use their own profiles; other models (all the trace's) are
         treated as shaped like O(mig_shape) - an explicit assumption.
     type: raw
@@ -123,7 +124,7 @@ options:
   plan:
     description:
       - For O(sharing=planned), the result of gpuops.k8s.gpu_plan (or its C(plan)) - C(mig_parted_config)
-        and C(node_configs) C([{node, mig_config}]). Nodes it does not name keep whole GPUs.
+        and C(node_configs), a list of C(node) and C(mig_config). Nodes it does not name keep whole GPUs.
     type: dict
   prices:
     description: USD per GPU-hour by model (overrides the catalog's prices; trace models have none).
@@ -152,7 +153,7 @@ options:
     description: Title of the report.
     type: str
 seealso:
-  - module: gpuops.k8s.gpu_plan
+  - module: gpuops.k8s.mig_partition
 """
 
 EXAMPLES = r"""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
@@ -93,7 +94,7 @@ def _integer(where, column, value, minimum=0, required=True, default=None):
                 as_float = float(text)
             except ValueError:
                 _fail(where, column, "%r is not a number" % (value,))
-            if as_float != as_float or as_float in (float("inf"), float("-inf")) or as_float != int(as_float):
+            if math.isnan(as_float) or math.isinf(as_float) or as_float != int(as_float):
                 _fail(where, column, "%r is not a whole number" % (value,))
             number = int(as_float)
     if number < minimum:

@@ -445,7 +445,7 @@ class SliceReplay(_Replay):
         self.nf = self.fc.sum(axis=1)  # [N, K] free units per node
         self.total_left = cluster.ngpu * (MILLI * SCALE)
         # kinds present per model, and the request -> kind map per model
-        present = [set() for _ in cluster.models]
+        present = [set() for dummy in cluster.models]
         for i, per_gpu in enumerate(layouts):
             m = cluster.model_idx[i]
             if m >= 0:
@@ -533,9 +533,8 @@ class SliceReplay(_Replay):
         order = gpus if self.scoring in ("fgd", "kube-default", "random") else gpus[np.argsort(self.fm[node, gpus], kind="stable")]
         out = []
         for gi in order:
-            for _ in range(int(have[gi])):
-                if len(out) < num:
-                    out.append(int(gi))
+            out.extend([int(gi)] * int(have[gi]))
+        out = out[:num]
         return out
 
     def place(self, node, cpu, mem, num, milli, hint):

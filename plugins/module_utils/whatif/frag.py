@@ -38,20 +38,21 @@ class Typical(object):
 
     def __init__(self, items, models):
         self.items = list(items)
-        self.denominator = float(sum(n for _, n in self.items)) or 1.0
+        self.denominator = float(sum(n for shape, n in self.items)) or 1.0
         gpu = [(s, n) for s, n in self.items if s[2] > 0 and s[1] > 0]
+        shapes = [s for s, n in gpu]
         self.cpu_only_weight = float(sum(n for s, n in self.items if not (s[2] > 0 and s[1] > 0)))
-        self.u_vals = sorted(set(s[1] for s, _ in gpu))
+        self.u_vals = sorted(set(s[1] for s in shapes))
         uidx = dict((u, i) for i, u in enumerate(self.u_vals))
-        self.t_cpu = np.array([nonzero_cpu(s[0]) for s, _ in gpu], dtype=np.int64)
-        self.t_milli = np.array([s[1] for s, _ in gpu], dtype=np.int64)
-        self.t_num = np.array([s[2] for s, _ in gpu], dtype=np.int64)
-        self.t_cnt = np.array([n for _, n in gpu], dtype=np.float64)
-        self.t_u = np.array([uidx[s[1]] for s, _ in gpu], dtype=np.int64)
+        self.t_cpu = np.array([nonzero_cpu(s[0]) for s in shapes], dtype=np.int64)
+        self.t_milli = np.array([s[1] for s in shapes], dtype=np.int64)
+        self.t_num = np.array([s[2] for s in shapes], dtype=np.int64)
+        self.t_cnt = np.array([n for s, n in gpu], dtype=np.float64)
+        self.t_u = np.array([uidx[s[1]] for s in shapes], dtype=np.int64)
         self.u = np.array(self.u_vals, dtype=np.int64)
         # accessible[model index + 1, t]; row 0 is "no GPU model" (never accessible)
         acc = np.zeros((len(models) + 1, len(gpu)), dtype=bool)
-        for j, (s, _) in enumerate(gpu):
+        for j, s in enumerate(shapes):
             spec = s[3]
             for m, name in enumerate(models):
                 acc[m + 1, j] = (not spec) or (name in spec)

@@ -133,8 +133,8 @@ def _load_yaml_with_marks(path):
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         if mark is not None:
-            raise GpuOpsError("%s, line %d, column %d: not valid YAML: %s" % (path, mark.line + 1, mark.column + 1,
-                                                                           getattr(e, "problem", e)),
+            raise GpuOpsError("%s, line %d, column %d: not valid YAML: %s"
+                              % (path, mark.line + 1, mark.column + 1, getattr(e, "problem", e)),
                               source=path, line=mark.line + 1, column=mark.column + 1)
         raise GpuOpsError("%s: not valid YAML: %s" % (path, e), source=path)
     marks = {}
@@ -247,7 +247,7 @@ def static_layouts(nodes, mig_config, mig_shape=DEFAULT_SHAPE, table=None):
             continue
         key = n.model if n.model in data else ("*" if "*" in data else None)
         if key is None:
-            out.append([[WHOLE] for _ in range(n.gpus)])
+            out.append([[WHOLE] for dummy in range(n.gpus)])
             continue
         shape = shape_of(n.model, mig_shape)
         where = where_of(key, "value")
@@ -289,7 +289,7 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
             out.append([])
             continue
         if n.name not in chosen:
-            out.append([[WHOLE] for _ in range(n.gpus)])
+            out.append([[WHOLE] for dummy in range(n.gpus)])
             continue
         cfg, where = chosen[n.name]
         shape = shape_of(n.model, mig_shape)
@@ -307,7 +307,7 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
 def exclusive_layouts(nodes, table=None):
     """Every GPU one whole-GPU unit (``sharing: exclusive`` on the unit model)."""
     table = table or UnitTable()
-    return table, [[[WHOLE] for _ in range(n.gpus)] for n in nodes]
+    return table, [[[WHOLE] for dummy in range(n.gpus)] for n in nodes]
 
 
 def request_kind(table, present, milli):

@@ -235,7 +235,7 @@ def summarise(events, engine, cluster, seq, p, curve_points):
     alloc = float(events.allocated[i100]) if i100 >= 0 else 0.0
     served = float(events.served[i100]) if i100 >= 0 else 0.0
     saved_h = (whole - alloc) / MILLI
-    prices = [trace_models.price_of(n.model, p["prices"]) for n in cluster.nodes for _ in range(n.gpus)]
+    prices = [trace_models.price_of(n.model, p["prices"]) for n in cluster.nodes for dummy in range(n.gpus)]
     priced = all(x is not None for x in prices) and prices
     cost = sum(prices) if priced else None
     mean_price = cost / len(prices) if priced else None
@@ -286,6 +286,10 @@ def combine(summaries, seeds):
     out["seeds"] = list(seeds)
     out["per_seed"] = [dict(s, seed=seed) for s, seed in zip(summaries, seeds)]
     return out
+
+
+def _single(values):
+    return values[0] if len(values) == 1 else values
 
 
 def describe_cluster(nodes):
@@ -347,15 +351,14 @@ def run(params, progress=None, clock=time.time):
         runs.append({"scoring": scoring, "sharing": sharing, "curve": mean_curve(res["curves"]),
                      "summary": combine(res["summaries"], p["seeds"]),
                      "replay_seconds": [round(s, 3) for s in res["seconds"]]})
-    single = lambda v: v[0] if len(v) == 1 else v  # noqa: E731
     out = {
         "curve": runs[0]["curve"],
         "summary": runs[0]["summary"],
         "runs": runs,
         "cluster": clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"]),
-        "workload": {"pods": wl["pods"], "arrivals": single(wl["arrivals"]),
-                     "added_by_inflation": single(wl["added_by_inflation"]),
-                     "removed_by_inflation": single(wl["removed_by_inflation"]),
+        "workload": {"pods": wl["pods"], "arrivals": _single(wl["arrivals"]),
+                     "added_by_inflation": _single(wl["added_by_inflation"]),
+                     "removed_by_inflation": _single(wl["removed_by_inflation"]),
                      "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"]},
         "timing": {"load_seconds": round(t_load, 3),
                    "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))
