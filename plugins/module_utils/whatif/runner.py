@@ -206,6 +206,35 @@ def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, pr
     return r.run(progress), r
 
 
+def replay_one(params, seed=None, sharing=None, scoring=None, tie_seeds=None):
+    """One replay, for callers that need the arrivals and the outcome per pod (e2e comparisons).
+
+    Returns ``{"nodes", "arrivals" (Pod list, in order), "placed" (bool per arrival), "events",
+    "engine", "cluster"}`` with the same sampling, order and inflation as :func:`run`. With
+    ``tie_seeds``, the same arrivals are also replayed once per seed of the tie-breaking draws and
+    ``placed_counts`` lists the pods placed each time (the spread of a policy that breaks ties at
+    random, such as kube-default).
+    """
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+
+    p = normalise(params)
+    seed = p["seeds"][0] if seed is None else seed
+    sharing = sharing or p["sharing"][0]
+    scoring = scoring or p["scoring"][0]
+    nodes_all, pods = load_inputs(p)
+    nodes = sample(nodes_all, p["sample_nodes"], seed)
+    cluster = eng.Cluster(nodes)
+    seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
+    lay = layouts_for(sharing, nodes, p) if sharing in ("mig", "planned") else None
+    events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, lay)
+    counts = []
+    for ts in tie_seeds or []:
+        ev, dummy_engine = replay(cluster, nodes, pods, seq, random.Random(ts), scoring, sharing, p, lay)
+        counts.append(int(ev.placed.sum()))
+    return {"nodes": nodes, "arrivals": seq, "placed": [bool(x) for x in events.placed], "events": events,
+            "engine": engine, "cluster": cluster, "placed_counts": counts}
+
+
 def _mean(values):
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else None
