@@ -87,7 +87,7 @@ def render(result, title=None, prefix=""):
               "whole GPU or a MIG slice bound to a smaller request counts fully as allocated, only the request as "
               "served); *fragmented*: idle GPU capacity that the typical pods cannot use (FGD's measure); "
               "*GPU-h saved / h*: GPUs that whole-GPU allocation of the same placed pods would hold beyond this "
-              "mode. Means over the seeds (± one standard deviation).")
+              "mode.%s" % (" Means over the seeds (± one standard deviation)." if len(seeds) > 1 else ""))
     md.append("")
     md.append("![allocation](%s)" % names[0])
     md.append("")
