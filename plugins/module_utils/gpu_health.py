@@ -21,6 +21,7 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -33,6 +34,7 @@ ANN_REASON = PREFIX + "health.reason"
 ANN_SINCE = PREFIX + "health.since"
 ANN_STREAK = PREFIX + "health.healthy-streak"
 ANN_UNCORDONED_AT = PREFIX + "health.uncordoned-at"
+ANN_ALERTS = PREFIX + "health.alerts"  # JSON {alert key: problem}: firing alerts that hold the node
 LABEL_OPT_OUT = PREFIX + "health.managed"  # "false" = leave this node alone
 LABEL_FAULT = PREFIX + "gpu-fault"
 CORDONED_BY_VALUE = "gpuops.k8s/gpu_health"
@@ -290,7 +292,35 @@ def node_status(node):
     }
 
 
-def plan_actions(verdicts, nodes, policy=None, now=None):
+def node_alerts(node):
+    """The firing alerts recorded on a Node (``{key: problem}``); an unreadable annotation counts as none."""
+    try:
+        data = json.loads(_annotations(node).get(ANN_ALERTS) or "{}")
+    except ValueError:
+        return {}
+    return dict((str(k), v) for k, v in data.items() if isinstance(v, dict)) if isinstance(data, dict) else {}
+
+
+def _with_alerts(verdict, active):
+    """``verdict`` with the problems of the firing alerts ``active`` added (reason, remediation recomputed)."""
+    if not active:
+        return verdict
+    problems = list(verdict.get("problems") or [])
+    details = set(p.get("detail") for p in problems)
+    for key in sorted(active):
+        problem = dict(active[key])
+        if problem.get("detail") not in details:
+            problems.append(problem)
+    rank = {"none": 0, "drain": 1, "reset_gpu": 2, "reboot": 3}
+    remediation = "none"
+    for problem in problems:
+        if rank.get(problem.get("action"), 1) > rank[remediation]:
+            remediation = problem.get("action")
+    return dict(verdict, healthy=not problems, problems=problems, remediation=remediation,
+                reason="; ".join(p["detail"] for p in problems))
+
+
+def plan_actions(verdicts, nodes, policy=None, now=None, alerts=None):
     """Decide, for every GPU node, what the health check does now.
 
     ``verdicts``: ``{node_name: evaluate_host(...) result}`` (a node without a verdict - host not
@@ -298,6 +328,11 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
     (the breaker's denominator). ``policy`` keys: ``auto_cordon`` (bool), ``taint`` (dict or
     None), ``uncordon_after`` (healthy checks in a row before uncordon, >= 1),
     ``max_unhealthy_fraction`` (0..1: the circuit breaker), ``dry_run`` (plan only).
+
+    ``alerts``: ``{node_name: [gpu_alerts.read_alert(...) results]}``, the GPU health alerts of this run
+    (event-driven remediation). A firing alert adds its problem to the node's verdict; a node quarantined
+    while alerts fire keeps them in the ``gpuops.k8s/health.alerts`` annotation, so later checks (which see
+    no alert) keep it quarantined until the resolved alert arrives; only then does the hysteresis count.
 
     Returns ``{"actions": [...], "breaker": {...}, "summary": {...}}``; each action has
     ``node``, ``action``, ``reason``, ``patch`` (a Node merge patch, None when nothing to write)
@@ -327,6 +362,24 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
     if unknown:
         raise GpuOpsError("verdicts name nodes that are not in the node list: %s" % ", ".join(unknown),
                           nodes=sorted(statuses))
+    alerts = alerts or {}
+    unknown = sorted(n for n in alerts if alerts[n] and n not in statuses)
+    if unknown:
+        raise GpuOpsError("alerts name nodes that are not in the GPU node pool (%s): %s"
+                          % (policy.get("node_selector") or "the node list", ", ".join(unknown)),
+                          nodes=sorted(statuses))
+    # firing alerts per node after this run: those recorded on the node, plus firing, minus resolved ones
+    active_alerts = {}
+    for name, (node, _status) in statuses.items():
+        active = node_alerts(node)
+        for alert in alerts.get(name) or []:
+            if not alert.get("accepted"):
+                continue
+            if alert.get("status") == "firing" and alert.get("problem"):
+                active[alert["key"]] = alert["problem"]
+            elif alert.get("status") == "resolved":
+                active.pop(alert["key"], None)
+        active_alerts[name] = active
     total = len(statuses)
     limit = int(math.floor(total * fraction))
     quarantined = set(name for name, (_n, s) in statuses.items() if s["quarantined_by_us"])
@@ -342,6 +395,11 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
         if verdict is None:
             actions.append(dict(base, action="none", reason="no health data (host not checked)"))
             continue
+        verdict = _with_alerts(verdict, active_alerts[name])
+        base["problems"] = verdict.get("problems", [])
+        base["remediation"] = verdict.get("remediation", "none")
+        alerts_value = json.dumps(active_alerts[name], sort_keys=True) if active_alerts[name] else None
+        alerts_changed = _annotations(node).get(ANN_ALERTS) != alerts_value
         if status["opted_out"]:
             actions.append(dict(base, action="none", reason="opted out (%s=false)" % LABEL_OPT_OUT))
             continue
@@ -349,8 +407,10 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
             if status["quarantined_by_us"]:
                 patch = None
                 ann = _annotations(node)
-                if ann.get(ANN_STREAK, "0") != "0" or ann.get(ANN_REASON) != verdict["reason"]:
+                if ann.get(ANN_STREAK, "0") != "0" or ann.get(ANN_REASON) != verdict["reason"] or alerts_changed:
                     patch = {"metadata": {"annotations": {ANN_STREAK: "0", ANN_REASON: verdict["reason"]}}}
+                    if alerts_changed:
+                        patch["metadata"]["annotations"][ANN_ALERTS] = alerts_value
                 actions.append(dict(base, action="keep", reason=verdict["reason"], patch=patch))
             elif status["cordoned_by_other"]:
                 actions.append(dict(base, action="none",
@@ -370,7 +430,7 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
                     "spec": {"unschedulable": None, "taints": taints or None},
                     "metadata": {
                         "annotations": {ANN_CORDONED_BY: None, ANN_REASON: None, ANN_SINCE: None,
-                                        ANN_STREAK: None, ANN_UNCORDONED_AT: stamp or None},
+                                        ANN_STREAK: None, ANN_ALERTS: None, ANN_UNCORDONED_AT: stamp or None},
                         "labels": {LABEL_FAULT: None},
                     },
                 }
@@ -379,9 +439,12 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
                                     patch=patch))
                 quarantined.discard(name)
             else:
+                patch = {"metadata": {"annotations": {ANN_STREAK: str(streak)}}}
+                if alerts_changed:
+                    patch["metadata"]["annotations"][ANN_ALERTS] = None
                 actions.append(dict(base, action="wait",
                                     reason="healthy %d of %d checks before uncordon" % (streak, uncordon_after),
-                                    patch={"metadata": {"annotations": {ANN_STREAK: str(streak)}}}))
+                                    patch=patch))
         else:
             actions.append(dict(base, action="none", reason="healthy"))
 
@@ -399,7 +462,9 @@ def plan_actions(verdicts, nodes, policy=None, now=None):
                 "spec": {"unschedulable": True, "taints": taints},
                 "metadata": {
                     "annotations": {ANN_CORDONED_BY: CORDONED_BY_VALUE, ANN_REASON: action["reason"],
-                                    ANN_SINCE: stamp or None, ANN_STREAK: "0"},
+                                    ANN_SINCE: stamp or None, ANN_STREAK: "0",
+                                    ANN_ALERTS: (json.dumps(active_alerts[action["node"]], sort_keys=True)
+                                                 if active_alerts[action["node"]] else None)},
                     "labels": {LABEL_FAULT: "active"},
                 },
             }

@@ -202,8 +202,8 @@ def _apply(nvml, index, setting, value):
 def _entry(gpu, settings):
     entry = {"index": gpu["index"], "uuid": gpu["uuid"], "name": gpu.get("name"), "model": gpu.get("model")}
     entry.update(settings)
-    entry["reboot_required"] = (settings["ecc_mode_current"] is not None
-                                and settings["ecc_mode_current"] != settings["ecc_mode_pending"])
+    ecc_pending_change = settings["ecc_mode_current"] != settings["ecc_mode_pending"]
+    entry["reboot_required"] = settings["ecc_mode_current"] is not None and ecc_pending_change
     return entry
 
 

@@ -38,8 +38,8 @@ class DynamicNodeApi(object):
         try:
             return fn()
         except DynamicApiError as e:
-            raise GpuOpsError("Kubernetes API error while trying to %s %s: %s %s"
-                              % (what, name, e.status, getattr(e, "summary", lambda: e.reason)()),
+            summary = e.summary() if hasattr(e, "summary") else e.reason
+            raise GpuOpsError("Kubernetes API error while trying to %s %s: %s %s" % (what, name, e.status, summary),
                               status=e.status)
 
     def get_node(self, name):

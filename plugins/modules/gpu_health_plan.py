@@ -72,6 +72,14 @@ options:
     description: Timestamp written to the audit annotations (ISO 8601).
     type: str
     default: ""
+  alerts:
+    description:
+      - Node name to a list of M(gpuops.k8s.gpu_health_alert) results (event-driven remediation).
+      - A firing alert adds its problem to the node's verdict; while it fires the node keeps it in the
+        C(gpuops.k8s/health.alerts) annotation, so checks without the alert keep the node quarantined until the
+        resolved alert arrives. Dropped alerts (RV(gpuops.k8s.gpu_health_alert#module:accepted=false)) count for nothing.
+    type: dict
+    default: {}
 seealso:
   - module: gpuops.k8s.gpu_health_check
   - module: kubernetes.core.k8s
@@ -153,6 +161,7 @@ def main():
             max_unhealthy_fraction=dict(type="float", default=0.25),
             taint=dict(type="dict", default=dict(DEFAULT_TAINT)),
             now=dict(type="str", default=""),
+            alerts=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -161,7 +170,7 @@ def main():
         plan = plan_actions(p["verdicts"], p["nodes"], {
             "auto_cordon": p["auto_cordon"], "dry_run": p["dry_run"], "uncordon_after": p["uncordon_after"],
             "max_unhealthy_fraction": p["max_unhealthy_fraction"], "taint": p["taint"],
-        }, now=p["now"])
+        }, now=p["now"], alerts=p["alerts"])
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
     plan["changed"] = False  # a plan only; the role applies it

@@ -23,13 +23,14 @@ description:
   - Run it after a MIG or sharing change to act as the device plugin would; stale C(nvidia.com/mig-*)
     resources and labels are removed, input labels such as C(nvidia.com/mig.config) are never touched.
   - Labels are patched on the Node; capacity and allocatable through the C(nodes/status) subresource, which
-    M(kubernetes.core.k8s) cannot write. Connection options are those of kubernetes.core.
+    M(kubernetes.core.k8s) cannot write. Connection options are a subset of kubernetes.core's, with the same
+    names and environment variables.
   - Only meant for kwok nodes; O(state=absent) refuses to delete a node without the
     C(kwok.x-k8s.io/node=fake) annotation.
 author:
   - gpuops.k8s contributors (@gpuops)
 extends_documentation_fragment:
-  - kubernetes.core.k8s_auth_options
+  - gpuops.k8s.k8s_connection
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -155,10 +156,21 @@ name:
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim_gpu_node import DynamicNodeApi, run_sim_gpu_node
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+
+# The connection options of the gpuops.k8s.k8s_connection doc fragment (a subset of kubernetes.core's
+# AUTH_ARG_SPEC; its client reads the ones present).
+CONNECTION_ARG_SPEC = dict(
+    kubeconfig=dict(type="raw"),
+    context=dict(type="str"),
+    host=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    validate_certs=dict(type="bool", aliases=["verify_ssl"]),
+    ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
+)
 
 
 def main():
@@ -178,7 +190,7 @@ def main():
         labels=dict(type="dict"),
         resources=dict(type="dict"),
     )
-    argument_spec.update(AUTH_ARG_SPEC)
+    argument_spec.update(CONNECTION_ARG_SPEC)
     module = AnsibleK8SModule(
         argument_spec=argument_spec,
         supports_check_mode=True,

@@ -9,6 +9,7 @@ get right (shared/reference/k8s-gpu-stack.md §8).
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -23,7 +24,7 @@ SCENARIOS = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(o
 # The last three Kubernetes minor versions kubernetes-validate ships schemas for.
 K8S_VERSIONS = sorted({kubernetes_validate.utils.major_minor(v) for v in kubernetes_validate.utils.all_versions()},
                       key=lambda v: tuple(int(x) for x in v.split(".")))[-3:]
-CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 
 
 def _render(scenario, out):
@@ -88,6 +89,32 @@ def test_service_monitor_shape(rendered):
         assert set(ep) <= {"port", "path", "interval", "scrapeTimeout", "honorLabels", "relabelings",
                            "metricRelabelings"}
         assert ep["port"] in port_names
+
+
+def test_prometheus_rule_alerts_on_what_gpu_health_checks(rendered):
+    """One alert per gpu_health check, each keyed by node with the gpuops_check label gpu_alerts reads back, on
+    metrics the exporter collects; the ServiceMonitor puts the node label there."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_alerts
+
+    scenario, docs, _paths = rendered
+    rules = [d for _path, d in docs if d["kind"] == "PrometheusRule"]
+    if scenario != "full":
+        assert rules == []
+        return
+    (rule,) = rules
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert dict((a["alert"], a["labels"]["gpuops_check"]) for a in alerts) == gpu_alerts.ALERT_CHECKS
+    csv = [d for _path, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-metrics")][0]
+    collected = set(line.split(",")[0].strip() for line in csv["data"]["dcgm-metrics.csv"].splitlines() if line.strip())
+    for a in alerts:
+        assert "by (node" in a["expr"], a
+        assert re.findall(r"DCGM_FI_[A-Z_]+", a["expr"]) and set(re.findall(r"DCGM_FI_[A-Z_]+", a["expr"])) <= collected, a
+        assert a["annotations"]["value"] == "{{ $value }}"
+    xid = [a for a in alerts if a["alert"] == "GpuXidError"][0]
+    assert xid["labels"]["xid"] == "{{ $value }}" and xid["expr"].endswith("!= 13 != 31 != 43 != 45 != 68 != 109")
+    monitor = [d for _path, d in docs if d["kind"] == "ServiceMonitor"][0]
+    assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"} \
+        in monitor["spec"]["endpoints"][0]["relabelings"]
 
 
 def test_pod_specs_pass_api_rules_the_schema_cannot_express(rendered):

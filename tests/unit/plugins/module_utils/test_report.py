@@ -139,9 +139,9 @@ def test_write_report_refuses_bad_names_and_unwritable_places(tmp_path):
 def test_progress_prints_the_start_then_a_line_per_ten_percent_off_a_terminal():
     out = io.StringIO()
     clock = iter(range(100)).__next__
-    bar = writer.Progress(40, label="sweep", stream=out, clock=clock)
-    for _ in range(40):
-        bar.step()
+    progress = writer.Progress(40, label="sweep", stream=out, clock=clock)
+    for _step in range(40):
+        progress.step()
     lines = out.getvalue().splitlines()
     # the first step (it started), then one line per 10 %
     assert len(lines) == 11
