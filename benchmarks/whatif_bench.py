@@ -1,4 +1,6 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make bench-whatif`: seconds per what-if experiment, per policy and sharing mode.
 
 One experiment = the default trace (8,152 pods) inflated to 1.3 x the capacity (about 10,800

@@ -1,4 +1,6 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make whatif`: the FGD paper's experiment set and the seed's utilisation claims, on the real trace.
 
     python benchmarks/whatif_sweep.py paper  [--trace DIR] [--out DIR] [--seeds N] [--expected CSV]
@@ -51,7 +53,7 @@ def trace_dir(arg):
     if os.environ.get("GPUOPS_TRACE_DIR"):
         return os.environ["GPUOPS_TRACE_DIR"]
     here = TOP
-    for _ in range(4):
+    for dummy in range(4):
         cand = os.path.join(here, "shared", "data", "alibaba-gpu-2023", "csv")
         if os.path.isdir(cand):
             return cand
@@ -127,20 +129,20 @@ def paper(args):
     expected_frag = load_expected(os.path.join(exp_dir, "analysis_frag_discrete.csv") if exp_dir else None)
     nodes = data.read_nodes_csv(os.path.join(tdir, "openb_node_list_gpu_node.csv"))
     params = {"nodes_csv": "-", "pods_csv": "-", "inflation": 1.3, "order": "shuffle"}
-    bar = Bar(len(workloads) * len(seeds) * len(policies), "paper sweep")
+    progress = Bar(len(workloads) * len(seeds) * len(policies), "paper sweep")
     t0 = time.time()
     results = {}
-    times = dict((p, []) for p, _ in policies)
+    times = dict((p, []) for p, art in policies)
     for w in workloads:
         pods = data.read_pods_csv(os.path.join(tdir, "openb_pod_list_%s.csv" % w))
-        for scoring, _ in policies:
+        for scoring, dummy_art in policies:
             curves, sums = [], []
             for seed in seeds:
                 curve, summary, dt = experiment(nodes, pods, params, seed, "fractional", scoring)
                 curves.append(curve)
                 sums.append(summary)
                 times[scoring].append(dt)
-                bar.step("%s %s %d" % (w, scoring, seed))
+                progress.step("%s %s %d" % (w, scoring, seed))
             results[(w, scoring)] = {"curve": runner.mean_curve(curves),
                                      "at100": [s["allocated_pct_at_100"] for s in sums],
                                      "frag100": [s["frag_pct_at_100"] for s in sums]}
@@ -152,7 +154,7 @@ def paper(args):
               % (tdir, seeds[0], seeds[-1], len(seeds), "; in brackets the artefact's published mean "
                  "(analysis_allo_discrete.csv, 10 seeds) and our difference" if expected else ""))
     md.append("")
-    headers = ["workload"] + [p for p, _ in policies]
+    headers = ["workload"] + [p for p, art in policies]
     rows = []
     worst = 0.0
     for w in workloads:
@@ -198,17 +200,17 @@ def paper(args):
     pictures = {}
     if "default" in workloads:
         series = [{"name": s, "points": [(pt["arrived_pct"], pt["allocated_pct"]) for pt in results[("default", s)]["curve"]]}
-                  for s, _ in policies]
+                  for s, art in policies]
         pictures["whatif-paper-allocation.svg"] = svg.line_chart(
             series, "Default trace: GPU allocation vs arrived workload", "arrived workload (% of GPU capacity)",
             "allocated GPU (%)", x_range=(0, 130), y_range=(0, 100))
         series = [{"name": s, "points": [(pt["arrived_pct"], pt["frag_pct"]) for pt in results[("default", s)]["curve"]]}
-                  for s, _ in policies]
+                  for s, art in policies]
         pictures["whatif-paper-fragmentation.svg"] = svg.line_chart(
             series, "Default trace: fragmented GPU vs arrived workload", "arrived workload (% of GPU capacity)",
             "fragmented GPU (% of capacity)", x_range=(0, 130))
     md.append("Time per experiment (%d experiments per policy): " % len(times[policies[0][0]]) + ", ".join(
-        "%s %.2f s" % (s, statistics.mean(times[s])) for s, _ in policies) + "; the sweep: %.0f s." % total)
+        "%s %.2f s" % (s, statistics.mean(times[s])) for s, art in policies) + "; the sweep: %.0f s." % total)
     md.append("")
     written = writer.write_report(out, "\n".join(md) + "\n", pictures, default_name="whatif.md")
     blob = dict(("%s/%s" % k, v) for k, v in results.items())
@@ -240,7 +242,7 @@ def claims(args):
     sizes = [8, 32, 128, None]
     size_modes = [("exclusive", "kube-default"), ("fractional", "kube-default"), ("fractional", "fgd")]
     size_seeds = list(range(42, 42 + max(args.seeds, 10)))
-    bar = Bar(len(modes) * len(seeds) + len(sizes) * len(size_modes) * len(size_seeds), "claims")
+    progress = Bar(len(modes) * len(seeds) + len(sizes) * len(size_modes) * len(size_seeds), "claims")
     t0 = time.time()
     params = {"nodes_csv": "-", "pods_csv": "-", "inflation": 1.3, "order": "shuffle"}
     mode_rows = []
@@ -252,7 +254,7 @@ def claims(args):
             curve, summary, dt = experiment(gpu_nodes, pods, dict(params, **extra), seed, sharing, scoring)
             sums.append(summary)
             cs.append(curve)
-            bar.step("%s %s %d" % (sharing, scoring, seed))
+            progress.step("%s %s %d" % (sharing, scoring, seed))
         curves[label] = runner.mean_curve(cs)
         mode_rows.append((sharing, scoring, label, sums))
     size_rows = []
@@ -263,7 +265,7 @@ def claims(args):
                 p = dict(params, sample_nodes=size) if size else dict(params)
                 curve, summary, dt = experiment(all_nodes, pods, p, seed, sharing, scoring)
                 sums.append(summary)
-                bar.step("%s nodes %s %s %d" % (size or "all", sharing, scoring, seed))
+                progress.step("%s nodes %s %s %d" % (size or "all", sharing, scoring, seed))
             size_rows.append((size or len(all_nodes), sharing, scoring, sums))
     total = time.time() - t0
 
@@ -293,10 +295,10 @@ def claims(args):
     md.append("")
     md.append("![modes](whatif-claims-served.svg)")
     md.append("")
-    md.append("Sweep: %d experiments in %.0f s." % (bar.p.done, total))
+    md.append("Sweep: %d experiments in %.0f s." % (progress.p.done, total))
     md.append("")
     series = [{"name": label, "points": [(pt["arrived_pct"], pt["served_pct"]) for pt in curves[label]]}
-              for _, _, label, _ in mode_rows]
+              for dummy_sh, dummy_sc, label, dummy_s in mode_rows]
     pictures = {"whatif-claims-served.svg": svg.line_chart(
         series, "Requested GPU work placed vs arrived workload", "arrived workload (% of GPU capacity)",
         "served GPU request (% of capacity)", x_range=(0, 130), y_range=(0, 100), width=900)}

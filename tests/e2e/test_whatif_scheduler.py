@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from lib import gpu_nodes
 from lib.cluster import TOP
 from lib.wait import pod_manifest
 
@@ -32,7 +31,7 @@ def trace_dir():
     if env:
         return env
     here = TOP
-    for _ in range(4):
+    for dummy in range(4):
         cand = os.path.join(here, "shared", "data", "alibaba-gpu-2023", "csv")
         if os.path.isdir(cand):
             return cand
@@ -118,4 +117,3 @@ def test_kube_default_predicts_the_real_scheduler(k8s_cluster, kwok_nodes, names
     assert abs(real - predicted) <= 0.01 * predicted, (real, predicted)
     # and it is not trivially so: the exclusive replay of this sample leaves pods unscheduled
     assert len(unsched) > 0.05 * len(arrivals)
-

@@ -24,8 +24,11 @@ def test_results_and_report_written_once(tmp_path):
     assert first["report"]["path"] == str(tmp_path / "out" / "whatif.md")
     second = call(gpu_whatif, args)
     assert second["changed"] is False and second["report"]["changed_files"] == []
-    untimed = lambda runs: [dict((k, v) for k, v in r.items() if k != "replay_seconds") for r in runs]  # noqa: E731
-    assert untimed(second["runs"]) == untimed(first["runs"])
+    assert _untimed(second["runs"]) == _untimed(first["runs"])
+
+
+def _untimed(runs):
+    return [dict((k, v) for k, v in r.items() if k != "replay_seconds") for r in runs]
 
 
 def test_no_report_changes_nothing():

@@ -24,7 +24,7 @@ def pod(cpu, mem, num, milli, spec=()):
 def replay(ns, arrivals, scoring, seed=1, cls="milli", typical=None, **kw):
     c = engine.Cluster(ns)
     items = typical or [((max(a[0], 100), a[3], a[2], a[5]), 1) for a in arrivals]
-    typ = frag.Typical(workload.typical_pods([s for s, n in items for _ in range(n)], 100), c.models)
+    typ = frag.Typical(workload.typical_pods([s for s, n in items for dummy in range(n)], 100), c.models)
     rng = random.Random(seed)
     if cls == "milli":
         r = engine.MilliReplay(c, arrivals, scoring, typ, rng, **kw)
@@ -65,8 +65,8 @@ def test_best_fit_packs_and_prefers_the_fullest_gpu():
 def test_random_is_reproducible_and_spreads():
     ns = nodes(*[("n%d" % i, 32000, 1 << 20, 1, "G2") for i in range(20)])
     arr = [pod(1000, 1, 1, 100)] * 20
-    r1, _ = replay(ns, arr, "random", seed=3)
-    r2, _ = replay(ns, arr, "random", seed=3)
+    r1 = replay(ns, arr, "random", seed=3)[0]
+    r2 = replay(ns, arr, "random", seed=3)[0]
     assert np.array_equal(r1.gl, r2.gl)
     assert (r1.gl[:, 0] < 1000).sum() > 5
 
@@ -74,10 +74,10 @@ def test_random_is_reproducible_and_spreads():
 def test_ties_by_fixed_rank_pack_while_random_ties_spread():
     ns = nodes(*[("n%d" % i, 1 << 40, 1 << 40, 8, "G2") for i in range(30)])
     arr = [pod(0, 0, 0, 0)] * 40  # CPU-free pods: every node scores the same under clustering (0)
-    r, _ = replay(ns, arr, "clustering", tie_break="rank")
+    r = replay(ns, arr, "clustering", tie_break="rank")[0]
     assert (r.pods_left < r.c.pods).sum() == 1  # all on the node of lowest rank
     assert int(np.argmin(r.rank)) == int(np.flatnonzero(r.pods_left < r.c.pods)[0])
-    r, _ = replay(ns, arr, "clustering", tie_break="random")
+    r = replay(ns, arr, "clustering", tie_break="random")[0]
     assert (r.pods_left < r.c.pods).sum() > 5
     with pytest.raises(GpuOpsError, match="tie_break"):
         replay(ns, arr, "clustering", tie_break="first")
@@ -112,7 +112,7 @@ def test_best_fit_and_dot_product_formulas():
 
 def test_clustering_prefers_nodes_with_the_same_kind():
     ns = nodes(("share", 64000, 1 << 20, 8, "G2"), ("whole", 64000, 1 << 20, 8, "G2"), ("idle", 64000, 1 << 20, 8, "G2"))
-    r, _ = replay(ns, [pod(1000, 1, 1, 200)], "clustering", seed=2)
+    r = replay(ns, [pod(1000, 1, 1, 200)], "clustering", seed=2)[0]
     # put one share pod on "share" and one whole pod on "whole" by hand, then compare
     c = r.c
     r = engine.MilliReplay(c, [], "clustering", r.typ, random.Random(0))
@@ -131,7 +131,7 @@ def test_fgd_on_the_trace_sample_beats_random_fragmentation():
         for seed in (1, 2, 3):
             p = runner.normalise({"nodes_csv": "x", "pods_csv": "y", "seed": seed})
             c = engine.Cluster(c_nodes)
-            seq, rng, _, _ = runner.arrivals_for(pods, c.total_milli, p, seed)
+            seq, rng = runner.arrivals_for(pods, c.total_milli, p, seed)[:2]
             ev, eng = runner.replay(c, c_nodes, pods, seq, rng, scoring, "fractional", p)
             allocs.append(metrics.at(metrics.curve(ev, c.total_milli), 100))
         out[scoring] = sum(allocs) / 3.0
@@ -144,9 +144,9 @@ def test_unit_model_equals_milli_model_under_exclusive():
     p = runner.normalise({"nodes_csv": "x", "pods_csv": "y"})
     for scoring in engine.SCORINGS:
         c = engine.Cluster(ns)
-        seq, rng, _, _ = runner.arrivals_for(pods, c.total_milli, p, 5)
+        seq, rng = runner.arrivals_for(pods, c.total_milli, p, 5)[:2]
         state = rng.getstate()
-        ev1, _ = runner.replay(c, ns, pods, seq, rng, scoring, "exclusive", p)
+        ev1 = runner.replay(c, ns, pods, seq, rng, scoring, "exclusive", p)[0]
         rng2 = random.Random()
         rng2.setstate(state)
         typ = frag.Typical(runner.typical_for(pods, "exclusive"), c.models)

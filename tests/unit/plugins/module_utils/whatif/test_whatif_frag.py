@@ -25,7 +25,7 @@ def test_typical_pods_cover_the_threshold_most_frequent_first():
     assert workload.typical_pods(shapes, 95) == [((1000, 500, 1, ()), 50), ((2000, 1000, 1, ()), 30), ((100, 0, 0, ()), 15)]
     assert workload.typical_pods(shapes, 100)[-1] == ((8000, 1000, 8, ()), 5)
     # equal counts: the larger shape first (the artefact sorts in reverse)
-    assert [s for s, _ in workload.typical_pods([(1, 1, 1, ()), (2, 1, 1, ())], 100)] == [(2, 1, 1, ()), (1, 1, 1, ())]
+    assert [s for s, n in workload.typical_pods([(1, 1, 1, ()), (2, 1, 1, ())], 100)] == [(2, 1, 1, ()), (1, 1, 1, ())]
 
 
 def test_node_fragmentation_by_hand():
@@ -48,7 +48,7 @@ def test_node_fragmentation_by_hand():
 
 
 def _ref_frag(model, cpu_left, left, items):
-    total = float(sum(n for _, n in items))
+    total = float(sum(n for shape, n in items))
     out = 0.0
     for (cpu, milli, num, spec), n in items:
         p = n / total
@@ -65,16 +65,17 @@ def _ref_frag(model, cpu_left, left, items):
 def test_fgd_scores_match_the_definition_on_random_states():
     rng = random.Random(7)
     items = [((rng.choice([2000, 4000, 8000]), rng.choice([0, 120, 250, 460, 500, 1000]), 1, rng.choice([(), ("T4",)])),
-              rng.randint(1, 9)) for _ in range(12)] + [((16000, 1000, 4, ()), 3), ((32000, 1000, 8, ()), 2)]
+              rng.randint(1, 9)) for dummy in range(12)] + [((16000, 1000, 4, ()), 3), ((32000, 1000, 8, ()), 2)]
     items = [((cpu, milli, num if milli else 0, spec), n) for (cpu, milli, num, spec), n in items]
     nodes = [("n%d" % i, rng.choice([16000, 64000]), rng.choice([1, 2, 4, 8]), rng.choice(["T4", "G2"])) for i in range(60)]
     c = cluster(*nodes)
     typ = frag.Typical(items, c.models)
-    lefts = [[rng.choice([0, 100, 500, 540, 880, 1000, 1000]) for _ in range(g)] for _, _, g, _ in nodes]
+    lefts = [[rng.choice([0, 100, 500, 540, 880, 1000, 1000]) for dummy in range(node[2])] for node in nodes]
     cpu = np.array([rng.randrange(0, n[1] + 1) for n in nodes])
     gl = rows(c, lefts)
     nf = frag.NodeFrag(typ, c, gl, cpu)
-    for i, (_, _, _, model) in enumerate(nodes):
+    for i, node in enumerate(nodes):
+        model = node[3]
         assert nf.node_milli()[i] == pytest.approx(_ref_frag(model, cpu[i], lefts[i], items), abs=1e-9)
 
     def sig_score(delta):
@@ -83,7 +84,8 @@ def test_fgd_scores_match_the_definition_on_random_states():
     idx = np.arange(c.n)
     for pod_cpu, milli, num in [(4000, 460, 1), (8000, 1000, 1), (2000, 0, 0), (16000, 1000, 4)]:
         scores, gpus = nf.fgd(idx, gl, cpu, pod_cpu, num, milli)
-        for i, (_, _, _, model) in enumerate(nodes):
+        for i, node in enumerate(nodes):
+            model = node[3]
             left = lefts[i]
             before = _ref_frag(model, cpu[i], left, items)
             if num == 1 and milli < 1000:
@@ -114,5 +116,5 @@ def test_unchanged_fragmentation_scores_exactly_50():
     typ = frag.Typical(items, c.models)
     gl = rows(c, [[1000, 330]])
     nf = frag.NodeFrag(typ, c, gl, np.array([64000]))
-    scores, _ = nf.fgd(np.arange(1), gl, np.array([64000]), 1000, 0, 0)
+    scores = nf.fgd(np.arange(1), gl, np.array([64000]), 1000, 0, 0)[0]
     assert scores.tolist() == [50]

@@ -30,7 +30,10 @@ def test_layout_forms():
 def test_request_kind_smallest_fitting_in_compute_and_memory():
     table, lay = mig.static_layouts(NODES, {"a100_80gb": {"1g.10gb": 2, "1g.20gb": 1, "2g.20gb": 1}})
     present = sorted(set(u for gpu in lay[0] for u in gpu))
-    kind = lambda milli: table.kinds[mig.request_kind(table, present, milli)].profile  # noqa: E731
+
+    def kind(milli):
+        return table.kinds[mig.request_kind(table, present, milli)].profile
+
     assert kind(100) == "1g.10gb"
     assert kind(130) == "1g.20gb"  # 1g.10gb has 1/8 of the memory < 0.13; 1g.20gb has 2/8
     assert kind(200) == "2g.20gb"  # 1g.20gb has only 1/7 of the compute

@@ -46,8 +46,8 @@ def test_exactly_one_input_of_each_kind():
 def test_run_fields_and_determinism():
     r1 = runner.run(base(scoring=["random", "fgd"], sharing=["exclusive", "fractional"], prices=PRICES))
     r2 = runner.run(base(scoring=["random", "fgd"], sharing=["exclusive", "fractional"], prices=PRICES))
-    assert [(r["sharing"], r["scoring"]) for r in r1["runs"]] == [("exclusive", "random"), ("exclusive", "fgd"),
-                                                                 ("fractional", "random"), ("fractional", "fgd")]
+    combos = [("exclusive", "random"), ("exclusive", "fgd"), ("fractional", "random"), ("fractional", "fgd")]
+    assert [(r["sharing"], r["scoring"]) for r in r1["runs"]] == combos
     assert [r["curve"] for r in r1["runs"]] == [r["curve"] for r in r2["runs"]]
     assert r1["curve"] == r1["runs"][0]["curve"] and r1["summary"] == r1["runs"][0]["summary"]
     top = [pt["arrived_pct"] for pt in r1["curve"]]
