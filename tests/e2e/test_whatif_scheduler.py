@@ -39,6 +39,13 @@ def trace_dir():
     return None
 
 
+def kube_nodes_to_find(n):
+    """kube-scheduler's numFeasibleNodesToFind with the default (adaptive) percentageOfNodesToScore."""
+    if n < 100:
+        return n
+    return max(100, n * max(50 - n // 125, 5) // 100)
+
+
 def _settled(core, ns, names):
     """(bound, unschedulable, pending) among ``names``."""
     bound, unsched = set(), set()
@@ -66,6 +73,11 @@ def test_kube_default_predicts_the_real_scheduler(k8s_cluster, kwok_nodes, names
               "pods_csv": os.path.join(csv_dir, "openb_pod_list_default.csv"),
               "scoring": "kube-default", "sharing": "exclusive", "inflation": 1.0, "seed": SEED,
               "sample_nodes": SAMPLE_NODES, "pods_per_node": PODS_PER_NODE}
+    # other nodes of a reused cluster count in the scheduler's node sampling: score as many nodes as it will
+    others = len(k8s_cluster.core.list_node().items)
+    want = kube_nodes_to_find(SAMPLE_NODES + others)
+    if want != kube_nodes_to_find(SAMPLE_NODES):
+        params["percentage_of_nodes_to_score"] = -(-want * 100 // SAMPLE_NODES)
     t0 = time.time()
     model = runner.replay_one(params, tie_seeds=range(10))
     t_model = time.time()
@@ -108,10 +120,10 @@ def test_kube_default_predicts_the_real_scheduler(k8s_cluster, kwok_nodes, names
         last = state if not pending else None
         time.sleep(3)
     real = len(bound)
-    print("\nwhatif e2e: %d kwok nodes (%d GPUs), %d pods in order; kube-scheduler bound %d, gpu_whatif kube-default "
+    print("\nwhatif e2e: %d kwok nodes (%d GPUs; %d other nodes in the cluster), %d pods in order; kube-scheduler bound %d, gpu_whatif kube-default "
           "predicted %.1f (10 tie draws: %d..%d) (diff %+.1f, %+.2f %%); model %.1f s, nodes %.1f s, pods %.1f s, "
           "settled %.1f s"
-          % (len(model["nodes"]), model["cluster"].total_gpus, len(arrivals), real, predicted, min(counts), max(counts),
+          % (len(model["nodes"]), model["cluster"].total_gpus, others, len(arrivals), real, predicted, min(counts), max(counts),
              real - predicted, 100.0 * (real - predicted) / predicted, t_model - t0, t_nodes - t_model,
              t_pods - t_nodes, time.time() - t_pods))
     assert abs(real - predicted) <= 0.01 * predicted, (real, predicted)
