@@ -208,6 +208,11 @@ workload:
   returned: success
   type: dict
   sample: {pods: 8152, arrivals: 10771, added_by_inflation: 2619, removed_by_inflation: 0}
+prices:
+  description: USD per GPU-hour used for each GPU model (O(prices), else the catalog); null for a model without a price.
+  returned: success
+  type: dict
+  sample: {a100_80gb: 3.5, T4: null}
 timing:
   description: Seconds spent reading the inputs, per run replaying, and in total.
   returned: success

@@ -389,6 +389,8 @@ def run(params, progress=None, clock=time.time):
                      "added_by_inflation": _single(wl["added_by_inflation"]),
                      "removed_by_inflation": _single(wl["removed_by_inflation"]),
                      "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"]},
+        "prices": dict((m, trace_models.price_of(m, p["prices"]))
+                       for m in sorted(set(n.model for n in nodes_all if n.model))),
         "timing": {"load_seconds": round(t_load, 3),
                    "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))
                                           for r in runs),

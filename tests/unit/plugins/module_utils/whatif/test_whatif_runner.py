@@ -67,8 +67,25 @@ def test_run_fields_and_determinism():
 
 
 def test_cost_unknown_without_prices():
-    s = runner.run(base(sharing="fractional", scoring="best-fit"))["summary"]
+    r = runner.run(base(sharing="fractional", scoring="best-fit"))
+    s = r["summary"]
     assert s["cost_per_hour"] is None and s["cost_saved_per_hour"] is None
+    assert r["prices"] == {"G2": None, "G3": None, "P100": None, "T4": None, "V100M32": None}
+
+
+def test_catalog_prices_for_catalog_models():
+    nodes = [{"name": "a%d" % i, "gpus": [{"model": "a100_80gb", "count": 8}], "cpu_milli": 96000, "memory_mib": 786432}
+             for i in range(3)]
+    pods = [{"cpu_milli": 8000, "memory_mib": 65536, "num_gpu": 1, "gpu_milli": 500}] * 20
+    r = runner.run({"nodes": nodes, "pods": pods, "scoring": "fgd", "sharing": ["exclusive", "mig"],
+                    "mig_config": {"a100_80gb": "all-balanced"}})
+    price = r["prices"]["a100_80gb"]
+    assert price and r["summary"]["cost_per_hour"] == pytest.approx(24 * price)
+    # 500 milli fits no all-balanced slice (3g.40gb: 3/7 of the compute) and MIG leaves no whole GPU
+    mig_run = r["runs"][1]["summary"]
+    assert mig_run["served_pct_at_100"] == 0.0 and r["summary"]["served_pct_at_100"] == 50.0
+    assert mig_run["unscheduled_pods"] == r["workload"]["arrivals"]
+
 
 
 def test_seeds_give_means_spreads_and_per_seed_values():
