@@ -87,7 +87,6 @@ def test_catalog_prices_for_catalog_models():
     assert mig_run["unscheduled_pods"] == r["workload"]["arrivals"]
 
 
-
 def test_seeds_give_means_spreads_and_per_seed_values():
     r = runner.run(base(scoring="best-fit", sharing="fractional", seeds=[1, 2, 3]))
     s = r["summary"]
