@@ -1,0 +1,26 @@
+# Utilisation what-if (docs/whatif.md): gpuops.k8s.gpu_whatif on the Alibaba 2023 GPU trace, read in place
+# (WHATIF_TRACE, default $GPUOPS_TRACE_DIR or shared/data/alibaba-gpu-2023/csv above the checkout).
+#   make whatif         the FGD paper's experiment set (6 policies x 17 workloads x WHATIF_SEEDS seeds) and the
+#                       seed's claims (sharing modes, cluster sizes), with a progress bar; reports in WHATIF_OUT
+#                       (paper/whatif.md, claims/whatif.md). With WHATIF_EXPECTED=<the artefact's
+#                       experiments/analysis/expected_results> the paper report shows our difference to its curves.
+#   make bench-whatif   seconds per experiment (8,152 pods + inflation on 6,212 GPUs) per policy and sharing mode
+# Not part of `make test` (minutes of CPU); tests/e2e/test_whatif_scheduler.py runs in `make e2e`.
+.PHONY: whatif whatif-paper whatif-claims bench-whatif
+
+WHATIF_OUT ?= $(TOP)/.build/whatif
+WHATIF_SEEDS ?= 10
+WHATIF_TRACE ?=
+WHATIF_EXPECTED ?=
+WHATIF_ARGS = --out $(WHATIF_OUT) --seeds $(WHATIF_SEEDS) $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))
+
+whatif: whatif-paper whatif-claims
+
+whatif-paper: venv
+	python benchmarks/whatif_sweep.py paper $(WHATIF_ARGS) $(if $(WHATIF_EXPECTED),--expected $(WHATIF_EXPECTED))
+
+whatif-claims: venv
+	python benchmarks/whatif_sweep.py claims $(WHATIF_ARGS)
+
+bench-whatif: venv
+	python benchmarks/whatif_bench.py $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))

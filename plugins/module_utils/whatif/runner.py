@@ -1,0 +1,400 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The what-if runs behind ``gpuops.k8s.gpu_whatif``: inputs, replays per seed, summaries, report.
+
+``run(params)`` validates everything first (inputs, MIG layouts, plan), then replays every
+``sharing`` x ``scoring`` combination on the same arrival sequence per seed, and returns::
+
+    {"curve": [...], "summary": {...},          # the first combination
+     "runs": [{"scoring", "sharing", "curve", "summary"}, ...],
+     "cluster": {...}, "workload": {...}, "timing": {...}, "report": {...} or None}
+
+Summary fields (at the point where the arrived workload reaches 100 % of the GPU capacity, the
+paper's headline point, unless named otherwise):
+
+* ``allocated_pct_at_100``: GPU milli bound to pods / capacity, %;
+* ``served_pct_at_100``: the trace's request of the pods placed / capacity, % (exclusive GPUs and
+  MIG slices bind more than a sharing pod asks for: allocated >= served);
+* ``frag_pct_at_100``, ``fragmented_gpu_milli``: fragmented GPU milli (frag.py);
+* ``unscheduled_pods_at_100`` and ``unscheduled_pods`` (the whole replay, up to ``inflation``);
+* ``gpu_hours_saved``: per hour, the GPU-hours that whole GPUs for each placed pod (today's
+  exclusive allocation: ``num_gpu`` GPUs per pod) would hold beyond what this mode holds for the
+  same pods (0 for exclusive);
+* ``cost_per_hour``: price of the cluster's GPUs per hour (catalog prices, ``prices`` overrides);
+  ``cost_per_served_gpu_hour``: that / served GPU-hours; ``cost_saved_per_hour``:
+  ``gpu_hours_saved`` at the cluster's mean price. None when a GPU model has no price.
+
+With ``seeds``, summary values are means over the seeds, ``summary.spread`` gives stdev/min/max per
+field and ``summary.per_seed`` the values of each seed; the curve is the mean curve.
+
+Requires numpy for the replay (not for validation of the inputs).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as datamod
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as migmod
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SCORINGS
+
+SHARINGS = ("exclusive", "fractional", "mig", "planned")
+MILLI = 1000
+SUMMARY_FIELDS = ("allocated_pct_at_100", "served_pct_at_100", "frag_pct_at_100", "fragmented_gpu_milli",
+                  "unscheduled_pods_at_100", "unscheduled_pods", "gpu_hours_saved", "cost_per_hour",
+                  "cost_per_served_gpu_hour", "cost_saved_per_hour")
+
+DEFAULTS = {
+    "nodes_csv": None, "pods_csv": None, "nodes": None, "pods": None,
+    "scoring": ["kube-default"], "sharing": ["exclusive"], "inflation": 1.3, "order": "shuffle",
+    "seed": 42, "seeds": None, "sample_nodes": None, "pods_per_node": None,
+    "mig_config": None, "mig_shape": migmod.DEFAULT_SHAPE, "plan": None, "prices": None,
+    "tie_break": "auto", "percentage_of_nodes_to_score": None, "typical_threshold": 95,
+    "report": None, "report_title": None,
+}
+
+
+def _as_list(value, name):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise GpuOpsError("%s must be a string or a list of strings, not %r" % (name, value))
+
+
+def normalise(params):
+    """Defaults filled in and every option checked; returns a new dict."""
+    p = dict(DEFAULTS)
+    for k, v in (params or {}).items():
+        if v is not None or k not in p:
+            p[k] = v
+    p["scoring"] = _as_list(p["scoring"], "scoring") or list(DEFAULTS["scoring"])
+    p["sharing"] = _as_list(p["sharing"], "sharing") or list(DEFAULTS["sharing"])
+    for s in p["scoring"]:
+        if s not in SCORINGS:
+            raise GpuOpsError("scoring %r is not one of %s" % (s, ", ".join(SCORINGS)), valid=list(SCORINGS))
+    for s in p["sharing"]:
+        if s not in SHARINGS:
+            raise GpuOpsError("sharing %r is not one of %s" % (s, ", ".join(SHARINGS)), valid=list(SHARINGS))
+    if len(set(p["scoring"])) != len(p["scoring"]) or len(set(p["sharing"])) != len(p["sharing"]):
+        raise GpuOpsError("scoring and sharing must not list a value twice")
+    if (p["nodes_csv"] is None) == (p["nodes"] is None):
+        raise GpuOpsError("give exactly one of nodes_csv (an openb node list) and nodes (a list)")
+    if (p["pods_csv"] is None) == (p["pods"] is None):
+        raise GpuOpsError("give exactly one of pods_csv (an openb pod list) and pods (a list)")
+    try:
+        p["inflation"] = float(p["inflation"])
+    except (TypeError, ValueError):
+        raise GpuOpsError("inflation must be a number (1.3: replay until 130 %% of the GPU capacity is requested), not %r"
+                          % (p["inflation"],))
+    if p["inflation"] < 0 or p["inflation"] > 100:
+        raise GpuOpsError("inflation must be between 0 (replay the pods as given) and 100, not %s" % p["inflation"])
+    if p["order"] not in workload.ORDERS:
+        raise GpuOpsError("order must be one of %s, not %r" % (", ".join(workload.ORDERS), p["order"]))
+    seeds = p["seeds"]
+    if seeds is not None and seeds != []:
+        if not isinstance(seeds, (list, tuple)) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise GpuOpsError("seeds must be a list of integers, not %r" % (seeds,))
+        if len(set(seeds)) != len(seeds):
+            raise GpuOpsError("seeds must not repeat a seed: %r" % (seeds,))
+        p["seeds"] = list(seeds)
+    else:
+        if isinstance(p["seed"], bool) or not isinstance(p["seed"], int):
+            raise GpuOpsError("seed must be an integer, not %r" % (p["seed"],))
+        p["seeds"] = [p["seed"]]
+    for key in ("sample_nodes", "pods_per_node", "percentage_of_nodes_to_score"):
+        v = p[key]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise GpuOpsError("%s must be a positive integer, not %r" % (key, v))
+    if p["percentage_of_nodes_to_score"] is not None and p["percentage_of_nodes_to_score"] > 100:
+        raise GpuOpsError("percentage_of_nodes_to_score must be 1..100")
+    if p["tie_break"] not in ("auto", "rank", "random"):
+        raise GpuOpsError("tie_break must be auto, rank or random, not %r" % (p["tie_break"],))
+    if "mig" in p["sharing"] and not p["mig_config"]:
+        raise GpuOpsError("sharing mig needs mig_config ({model: layout}, e.g. {'*': all-balanced})")
+    if "planned" in p["sharing"] and not p["plan"]:
+        raise GpuOpsError("sharing planned needs plan (the result of gpuops.k8s.gpu_plan)")
+    if p["prices"] is not None:
+        if not isinstance(p["prices"], dict):
+            raise GpuOpsError("prices must be a mapping {model: USD per GPU-hour}")
+        for k, v in p["prices"].items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise GpuOpsError("prices.%s must be a number >= 0, not %r" % (k, v))
+    t = p["typical_threshold"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 100:
+        raise GpuOpsError("typical_threshold must be a percentage in (0, 100], not %r" % (t,))
+    return p
+
+
+def load_inputs(p):
+    """``(nodes, pods)`` from the CSV files or the lists."""
+    nodes = datamod.read_nodes_csv(p["nodes_csv"]) if p["nodes_csv"] is not None else datamod.nodes_from_list(p["nodes"])
+    pods = datamod.read_pods_csv(p["pods_csv"]) if p["pods_csv"] is not None else datamod.pods_from_list(p["pods"])
+    if p["pods_per_node"]:
+        nodes = [n if n.pods is not None else n._replace(pods=p["pods_per_node"]) for n in nodes]
+    if not any(n.gpus for n in nodes):
+        raise GpuOpsError("none of the %d nodes has a GPU: nothing to replay" % len(nodes))
+    return nodes, pods
+
+
+def sample(nodes, k, seed):
+    """``k`` nodes drawn without replacement (seeded), in their original order."""
+    if k is None or k >= len(nodes):
+        return list(nodes)
+    rng = random.Random("sample-nodes-%d" % seed)
+    keep = set(rng.sample(range(len(nodes)), k))
+    out = [n for i, n in enumerate(nodes) if i in keep]
+    if not any(n.gpus for n in out):
+        raise GpuOpsError("the sample of %d nodes (seed %d) holds no GPU; sample more nodes" % (k, seed))
+    return out
+
+
+def layouts_for(sharing, nodes, p, table=None):
+    """Unit layouts for the unit-model sharing modes (validated)."""
+    if sharing == "mig":
+        return migmod.static_layouts(nodes, p["mig_config"], p["mig_shape"], table)
+    if sharing == "planned":
+        return migmod.planned_layouts(nodes, p["plan"], p["mig_shape"], table)
+    return migmod.exclusive_layouts(nodes, table)
+
+
+def arrivals_for(pods, capacity_milli, p, seed):
+    """The arrival sequence of one seed: ``(pods in order, rng after drawing, added, removed)``."""
+    rng = random.Random(seed)
+    seq = workload.ordered(pods, p["order"], rng)
+    seq, added, removed = workload.inflate(seq, pods, capacity_milli, p["inflation"], rng)
+    return seq, rng, added, removed
+
+
+def _per_gpu_milli(pod, sharing):
+    if pod.num_gpu and sharing == "exclusive":
+        return MILLI
+    return pod.gpu_milli
+
+
+def engine_arrivals(seq, sharing):
+    return [(p.cpu_milli, p.memory_mib, p.num_gpu, _per_gpu_milli(p, sharing), p.num_gpu * p.gpu_milli, p.gpu_spec)
+            for p in seq]
+
+
+def typical_for(pods, sharing, threshold=95):
+    shapes = [(workload.nonzero_cpu(p.cpu_milli), _per_gpu_milli(p, sharing), p.num_gpu, p.gpu_spec) for p in pods]
+    return workload.typical_pods(shapes, threshold)
+
+
+def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, progress=None):
+    """One replay -> (events, engine). ``rng`` continues the arrival draw's stream."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag
+
+    tie = None if p["tie_break"] == "auto" else p["tie_break"]
+    typ = frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
+    arr = engine_arrivals(seq, sharing)
+    if sharing in ("exclusive", "fractional"):
+        r = eng.MilliReplay(cluster, arr, scoring, typ, rng, p["percentage_of_nodes_to_score"], tie)
+    else:
+        table, lay = layouts
+        r = eng.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, p["percentage_of_nodes_to_score"], tie)
+    return r.run(progress), r
+
+
+def replay_one(params, seed=None, sharing=None, scoring=None, tie_seeds=None):
+    """One replay, for callers that need the arrivals and the outcome per pod (e2e comparisons).
+
+    Returns ``{"nodes", "arrivals" (Pod list, in order), "placed" (bool per arrival), "events",
+    "engine", "cluster"}`` with the same sampling, order and inflation as :func:`run`. With
+    ``tie_seeds``, the same arrivals are also replayed once per seed of the tie-breaking draws and
+    ``placed_counts`` lists the pods placed each time (the spread of a policy that breaks ties at
+    random, such as kube-default).
+    """
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+
+    p = normalise(params)
+    seed = p["seeds"][0] if seed is None else seed
+    sharing = sharing or p["sharing"][0]
+    scoring = scoring or p["scoring"][0]
+    nodes_all, pods = load_inputs(p)
+    nodes = sample(nodes_all, p["sample_nodes"], seed)
+    cluster = eng.Cluster(nodes)
+    seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
+    lay = layouts_for(sharing, nodes, p) if sharing in ("mig", "planned") else None
+    events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, lay)
+    counts = []
+    for ts in tie_seeds or []:
+        ev, dummy_engine = replay(cluster, nodes, pods, seq, random.Random(ts), scoring, sharing, p, lay)
+        counts.append(int(ev.placed.sum()))
+    return {"nodes": nodes, "arrivals": seq, "placed": [bool(x) for x in events.placed], "events": events,
+            "engine": engine, "cluster": cluster, "placed_counts": counts}
+
+
+def _mean(values):
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _stdev(values):
+    vals = [v for v in values if v is not None]
+    if len(vals) < 2:
+        return 0.0 if vals else None
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+
+
+def _r(value, digits=2):
+    return None if value is None else round(float(value), digits)
+
+
+def summarise(events, engine, cluster, seq, p, curve_points):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
+
+    cap = cluster.total_milli
+    i100 = metrics.index_at(events, cap, 100)
+    failed = set(engine.failed)
+    unsched_100 = sum(1 for k in failed if k <= i100)
+    upto = i100 + 1 if i100 >= 0 else 0
+    whole = sum(seq[k].num_gpu * MILLI for k in range(upto) if events.placed[k])
+    alloc = float(events.allocated[i100]) if i100 >= 0 else 0.0
+    served = float(events.served[i100]) if i100 >= 0 else 0.0
+    saved_h = (whole - alloc) / MILLI
+    prices = [trace_models.price_of(n.model, p["prices"]) for n in cluster.nodes for dummy in range(n.gpus)]
+    priced = all(x is not None for x in prices) and prices
+    cost = sum(prices) if priced else None
+    mean_price = cost / len(prices) if priced else None
+    return {
+        "allocated_pct_at_100": metrics.at(curve_points, 100),
+        "served_pct_at_100": metrics.at(curve_points, 100, "served_pct"),
+        "frag_pct_at_100": metrics.at(curve_points, 100, "frag_pct"),
+        "fragmented_gpu_milli": _r(events.frag[i100], 1) if i100 >= 0 else None,
+        "unscheduled_pods_at_100": unsched_100,
+        "unscheduled_pods": len(failed),
+        "gpu_hours_saved": _r(saved_h, 2),
+        "cost_per_hour": _r(cost, 2),
+        "cost_per_served_gpu_hour": _r(cost / (served / MILLI), 4) if (cost is not None and served > 0) else None,
+        "cost_saved_per_hour": _r(saved_h * mean_price, 2) if mean_price is not None else None,
+    }
+
+
+def mean_curve(curves):
+    if len(curves) == 1:
+        return curves[0]
+    keys = ("allocated_pct", "frag_pct", "frag_ratio_pct", "served_pct")
+    common = set(pt["arrived_pct"] for pt in curves[0])
+    for c in curves[1:]:
+        common &= set(pt["arrived_pct"] for pt in c)
+    index = [dict((pt["arrived_pct"], pt) for pt in c) for c in curves]
+    out = []
+    for x in sorted(common):
+        point = {"arrived_pct": x}
+        for k in keys:
+            point[k] = round(sum(ix[x][k] for ix in index) / len(index), 2)
+        out.append(point)
+    return out
+
+
+def combine(summaries, seeds):
+    if len(summaries) == 1:
+        return dict(summaries[0])
+    out = {}
+    spread = {}
+    for f in SUMMARY_FIELDS:
+        vals = [s[f] for s in summaries]
+        m = _mean(vals)
+        out[f] = _r(m, 2) if m is not None else None
+        if m is not None:
+            spread[f] = {"stdev": _r(_stdev(vals), 3), "min": min(v for v in vals if v is not None),
+                         "max": max(v for v in vals if v is not None)}
+    out["spread"] = spread
+    out["seeds"] = list(seeds)
+    out["per_seed"] = [dict(s, seed=seed) for s, seed in zip(summaries, seeds)]
+    return out
+
+
+def _single(values):
+    return values[0] if len(values) == 1 else values
+
+
+def describe_cluster(nodes):
+    models = {}
+    for n in nodes:
+        if n.gpus:
+            models[n.model] = models.get(n.model, 0) + n.gpus
+    return {"nodes": len(nodes), "gpu_nodes": sum(1 for n in nodes if n.gpus), "gpus": sum(n.gpus for n in nodes),
+            "gpus_by_model": dict(sorted(models.items()))}
+
+
+def run(params, progress=None, clock=time.time):
+    """Everything the module returns (no report written here; see report.py)."""
+    t0 = clock()
+    p = normalise(params)
+    nodes_all, pods = load_inputs(p)
+    # validate the MIG inputs on the whole node list before any replay
+    for sharing in p["sharing"]:
+        if sharing in ("mig", "planned"):
+            layouts_for(sharing, nodes_all, p)
+    t_load = clock() - t0
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
+
+    combos = [(sh, sc) for sh in p["sharing"] for sc in p["scoring"]]
+    results = dict((c, {"curves": [], "summaries": [], "seconds": []}) for c in combos)
+    wl = {"pods": len(pods), "arrivals": [], "added_by_inflation": [], "removed_by_inflation": []}
+    clusters = []
+    for seed in p["seeds"]:
+        nodes = sample(nodes_all, p["sample_nodes"], seed)
+        cluster = eng.Cluster(nodes)
+        clusters.append(describe_cluster(nodes))
+        seq, rng0, added, removed = arrivals_for(pods, cluster.total_milli, p, seed)
+        wl["arrivals"].append(len(seq))
+        wl["added_by_inflation"].append(added)
+        wl["removed_by_inflation"].append(removed)
+        state = rng0.getstate()
+        unit_layouts = {}
+        for sharing, scoring in combos:
+            if sharing in ("mig", "planned") and sharing not in unit_layouts:
+                unit_layouts[sharing] = layouts_for(sharing, nodes, p)
+            rng = random.Random()
+            rng.setstate(state)
+            t1 = clock()
+            step = None
+            if progress is not None:
+                step = progress.begin(seed, sharing, scoring, len(seq))
+            events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, unit_layouts.get(sharing), step)
+            curve_points = metrics.curve(events, cluster.total_milli)
+            res = results[(sharing, scoring)]
+            res["seconds"].append(clock() - t1)
+            res["curves"].append(curve_points)
+            res["summaries"].append(summarise(events, engine, cluster, seq, p, curve_points))
+            if progress is not None:
+                progress.end()
+    runs = []
+    for sharing, scoring in combos:
+        res = results[(sharing, scoring)]
+        runs.append({"scoring": scoring, "sharing": sharing, "curve": mean_curve(res["curves"]),
+                     "summary": combine(res["summaries"], p["seeds"]),
+                     "replay_seconds": [round(s, 3) for s in res["seconds"]]})
+    out = {
+        "curve": runs[0]["curve"],
+        "summary": runs[0]["summary"],
+        "runs": runs,
+        "cluster": clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"]),
+        "workload": {"pods": wl["pods"], "arrivals": _single(wl["arrivals"]),
+                     "added_by_inflation": _single(wl["added_by_inflation"]),
+                     "removed_by_inflation": _single(wl["removed_by_inflation"]),
+                     "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"]},
+        "prices": dict((m, trace_models.price_of(m, p["prices"]))
+                       for m in sorted(set(n.model for n in nodes_all if n.model))),
+        "timing": {"load_seconds": round(t_load, 3),
+                   "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))
+                                          for r in runs),
+                   "total_seconds": round(clock() - t0, 3)},
+        "params": p,
+    }
+    return out

@@ -1,0 +1,293 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_whatif
+short_description: Replay a GPU cluster trace under sharing modes and scheduling policies (utilisation what-if)
+version_added: "0.1.0"
+description:
+  - Replays the pods of a GPU cluster trace (the Alibaba 2023 C(openb) schema, or lists) on a cluster
+    model with CPU, memory, per-GPU milli and MIG slices, once per O(sharing) mode and O(scoring)
+    policy, and reports the GPU allocation against the arrived workload, the fragmentation and what
+    each mode would save - before anything is rolled out.
+  - The protocol and metrics are those of the FGD paper's artefact (Weng et al., USENIX ATC '23,
+    hkust-adsl/kubernetes-scheduler-simulator); docs/whatif.md has the definitions and the validation
+    against it and against the real kube-scheduler.
+  - Pure computation on the controller; the only change it makes is writing O(report) (only when its
+    content differs). Needs numpy on the controller.
+  - Bad input (missing column, non-numeric cell, GPU count 0 with gpu_milli > 0, unknown model in
+    O(mig_config)) fails with the file, line and column, before anything is written.
+author:
+  - gpuops.k8s maintainers (@gpuops)
+requirements:
+  - numpy (controller)
+attributes:
+  check_mode:
+    support: full
+    description: Everything is computed; O(report) is not written and C(changed) says whether it would be.
+  diff_mode:
+    support: full
+    description: The Markdown report before and after.
+  platform:
+    support: full
+    description: Runs on the controller.
+    platforms: all
+options:
+  nodes_csv:
+    description:
+      - An openb node list (C(sn, cpu_milli, memory_mib, gpu, model)), e.g. C(openb_node_list_gpu_node.csv).
+      - Mutually exclusive with O(nodes).
+    type: path
+  nodes:
+    description:
+      - Nodes as a list - gpu_plan's node list (C(name), C(gpus) a list of C(model) and C(count), C(cpu_milli),
+        C(memory_mib), C(pods); C(cpu) and C(memory) as Kubernetes quantities also work) or host vars of the
+        C(gpuops.k8s.gpu_nodes) inventory (C(gpuops_k8s_node_name), C(gpu_product), C(gpu_count)).
+      - A node without CPU or memory facts is not limited in them. One GPU model per node.
+    type: list
+    elements: dict
+  pods_csv:
+    description:
+      - An openb pod list (C(name, cpu_milli, memory_mib, num_gpu, gpu_milli), optional C(gpu_spec),
+        C(creation_time), C(qos)), e.g. C(openb_pod_list_default.csv). Mutually exclusive with O(pods).
+    type: path
+  pods:
+    description: Pods as a list of mappings with the CSV's keys.
+    type: list
+    elements: dict
+  scoring:
+    description:
+      - Node scoring policies to compare (each is one replay per seed).
+      - V(random), V(best-fit), V(packing), V(dot-product), V(clustering), V(fgd) (fragmentation gradient
+        descent) as the artefact defines them; V(kube-default) - kube-scheduler's default
+        NodeResourcesFit LeastAllocated + BalancedAllocation scores and node sampling.
+    type: list
+    elements: str
+    choices: [random, best-fit, packing, dot-product, clustering, fgd, kube-default]
+    default: [kube-default]
+  sharing:
+    description:
+      - V(exclusive) - one pod per whole GPU, gpu_milli rounded up (the default device plugin).
+      - V(fractional) - the trace's GPU sharing (time-slicing/MPS with gpu_milli).
+      - V(mig) - GPUs partitioned as O(mig_config); each sharing request takes the smallest fitting slice.
+      - V(planned) - the per-node MIG layouts of O(plan) (a gpuops.k8s.gpu_plan result).
+    type: list
+    elements: str
+    choices: [exclusive, fractional, mig, planned]
+    default: [exclusive]
+  inflation:
+    description:
+      - Arrivals continue, sampling pods of the trace with replacement (seeded), until the requested GPU
+        reaches this multiple of the GPU capacity; a trace that requests more is thinned at random.
+        V(0) replays the pods as given.
+    type: float
+    default: 1.3
+  order:
+    description:
+      - Arrival order. V(shuffle) (the artefact's published runs), V(creation) (creation time, then
+        name), V(file) (as listed).
+    type: str
+    choices: [shuffle, creation, file]
+    default: shuffle
+  seed:
+    description: Seed of the order, the inflation, the node sample and the tie-breaking.
+    type: int
+    default: 42
+  seeds:
+    description: Several seeds; RV(summary) then holds means, spreads and per-seed values; RV(curve) the mean curve.
+    type: list
+    elements: int
+  sample_nodes:
+    description: Replay on this many nodes drawn at random (seeded) from the node list; inflation adapts to their capacity.
+    type: int
+  pods_per_node:
+    description: Pod slots of nodes that give none (the trace gives none; Kubernetes' default is 110). Default unlimited.
+    type: int
+  mig_config:
+    description:
+      - For O(sharing=mig), the MIG layout per GPU model - a mapping from model to layout (key C(*) for every
+        other model) or the path of a YAML file holding one. A layout is a mapping from profile to count,
+        V(all-balanced), C(all-<profile>), V(all-disabled) or a list of mig-parted v1 entries (devices,
+        mig-enabled, mig-devices).
+      - Models the catalog knows as MIG-capable use their own profiles; other models (all the trace's) are
+        treated as shaped like O(mig_shape) - an explicit assumption.
+    type: raw
+  mig_shape:
+    description: Catalog model whose MIG geometry non-MIG models get under V(mig) and V(planned).
+    type: str
+    default: a100_80gb
+  plan:
+    description:
+      - For O(sharing=planned), the result of gpuops.k8s.gpu_plan (or its C(plan)) - C(mig_parted_config)
+        and C(node_configs), a list of C(node) and C(mig_config). Nodes it does not name keep whole GPUs.
+    type: dict
+  prices:
+    description: USD per GPU-hour by model (overrides the catalog's prices; trace models have none).
+    type: dict
+  tie_break:
+    description:
+      - Among equally scored nodes, V(rank) takes the node first in a seeded random order fixed for the replay
+        (the artefact's scheduler), V(random) one at random each time (kube-scheduler). V(auto) - V(random)
+        for V(kube-default), V(rank) otherwise.
+    type: str
+    choices: [auto, rank, random]
+    default: auto
+  percentage_of_nodes_to_score:
+    description: For V(kube-default), kube-scheduler's percentageOfNodesToScore; default its adaptive value.
+    type: int
+  typical_threshold:
+    description: Share of the pods (%) the typical pod shapes of the fragmentation measure cover.
+    type: float
+    default: 95
+  report:
+    description:
+      - Write a report there - Markdown plus SVG plots (allocation vs arrived workload per policy,
+        fragmentation, served request). A directory (gets C(whatif.md)) or a C(.md) file.
+    type: path
+  report_title:
+    description: Title of the report.
+    type: str
+seealso:
+  - module: gpuops.k8s.mig_partition
+"""
+
+EXAMPLES = r"""
+- name: FGD against best-fit and random on the Alibaba 2023 trace (the paper's headline experiment)
+  gpuops.k8s.gpu_whatif:
+    nodes_csv: /data/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv
+    pods_csv: /data/alibaba-gpu-2023/csv/openb_pod_list_default.csv
+    scoring: [random, best-fit, fgd]
+    sharing: fractional
+    seeds: [42, 43, 44]
+    report: /tmp/whatif
+  register: whatif
+
+- name: What would time-slicing or MIG buy on our own nodes, with today's scheduler?
+  gpuops.k8s.gpu_whatif:
+    nodes: "{{ plan_nodes }}"
+    pods: "{{ recent_pods }}"
+    scoring: kube-default
+    sharing: [exclusive, fractional, mig]
+    mig_config:
+      a100_80gb: all-balanced
+"""
+
+RETURN = r"""
+curve:
+  description: Allocation against arrived workload of the first O(sharing) x O(scoring) run, per integer percent.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{arrived_pct: 100, allocated_pct: 95.27, frag_pct: 4.73, frag_ratio_pct: 99.1, served_pct: 95.27}]
+summary:
+  description:
+    - Of the first run - allocated_pct_at_100, served_pct_at_100, frag_pct_at_100, fragmented_gpu_milli,
+      unscheduled_pods_at_100, unscheduled_pods (whole replay), gpu_hours_saved (per hour, vs whole GPUs for
+      the same pods), cost_per_hour, cost_per_served_gpu_hour, cost_saved_per_hour (null without prices).
+    - With O(seeds) - means, plus spread (stdev, min, max per field), seeds and per_seed.
+  returned: success
+  type: dict
+  sample: {allocated_pct_at_100: 95.27, unscheduled_pods: 2430, gpu_hours_saved: 1318.8}
+runs:
+  description: Every run - scoring, sharing, curve, summary, replay_seconds (per seed).
+  returned: success
+  type: list
+  elements: dict
+cluster:
+  description: Nodes, GPU nodes, GPUs and GPUs by model replayed on (sampled, when O(sample_nodes)).
+  returned: success
+  type: dict
+  sample: {nodes: 1213, gpu_nodes: 1213, gpus: 6212, gpus_by_model: {G2: 4392, T4: 842}}
+workload:
+  description: Pods read, arrivals replayed, pods added or removed by the inflation, order, seeds.
+  returned: success
+  type: dict
+  sample: {pods: 8152, arrivals: 10771, added_by_inflation: 2619, removed_by_inflation: 0}
+prices:
+  description: USD per GPU-hour used for each GPU model (O(prices), else the catalog); null for a model without a price.
+  returned: success
+  type: dict
+  sample: {a100_80gb: 3.5, T4: null}
+timing:
+  description: Seconds spent reading the inputs, per run replaying, and in total.
+  returned: success
+  type: dict
+  sample: {load_seconds: 0.2, replay_seconds: {fractional/fgd: 1.1}, total_seconds: 1.5}
+report:
+  description: The report written (path, files, changed_files); null without O(report).
+  returned: success
+  type: dict
+  sample: {path: /tmp/whatif/whatif.md, files: [/tmp/whatif/whatif.md], changed_files: []}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine, report, runner
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nodes_csv=dict(type="path"),
+            nodes=dict(type="list", elements="dict"),
+            pods_csv=dict(type="path"),
+            pods=dict(type="list", elements="dict"),
+            scoring=dict(type="list", elements="str", default=["kube-default"], choices=list(engine.SCORINGS)),
+            sharing=dict(type="list", elements="str", default=["exclusive"], choices=list(runner.SHARINGS)),
+            inflation=dict(type="float", default=1.3),
+            order=dict(type="str", default="shuffle", choices=["shuffle", "creation", "file"]),
+            seed=dict(type="int", default=42),
+            seeds=dict(type="list", elements="int"),
+            sample_nodes=dict(type="int"),
+            pods_per_node=dict(type="int"),
+            mig_config=dict(type="raw"),
+            mig_shape=dict(type="str", default="a100_80gb"),
+            plan=dict(type="dict"),
+            prices=dict(type="dict"),
+            tie_break=dict(type="str", default="auto", choices=["auto", "rank", "random"]),
+            percentage_of_nodes_to_score=dict(type="int"),
+            typical_threshold=dict(type="float", default=95),
+            report=dict(type="path"),
+            report_title=dict(type="str"),
+        ),
+        mutually_exclusive=[("nodes_csv", "nodes"), ("pods_csv", "pods")],
+        required_one_of=[("nodes_csv", "nodes"), ("pods_csv", "pods")],
+        supports_check_mode=True,
+    )
+    if not engine.HAS_NUMPY:
+        module.fail_json(msg=missing_required_lib("numpy"))
+    p = dict(module.params)
+    try:
+        result = runner.run(p)
+        written = None
+        diff = None
+        if p["report"]:
+            markdown, pictures = report.render(result, p["report_title"])
+            md_path = report.writer.report_paths(p["report"], "whatif.md")[0]
+            before = None
+            if module._diff and os.path.isfile(md_path):
+                with open(md_path) as f:
+                    before = f.read()
+            written = report.writer.write_report(p["report"], markdown, pictures, check_mode=module.check_mode,
+                                                 default_name="whatif.md")
+            if module._diff:
+                diff = {"before": before or "", "after": markdown, "before_header": md_path, "after_header": md_path}
+    except GpuOpsError as e:
+        module.fail_json(msg=e.msg, **e.details)
+    result.pop("params", None)
+    out = dict(result, changed=bool(written and written["changed"]), report=written)
+    if diff is not None and written and written["changed"]:
+        out["diff"] = diff
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()
