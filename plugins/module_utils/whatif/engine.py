@@ -332,6 +332,25 @@ class _Replay(object):
                 progress(k)
         return ev
 
+    # ------------------------------------------------------------------ step by step
+    def best_nodes(self, k):
+        """For arrival ``k`` on the current state (kube-default only): ``(nodes scored, nodes of the best
+        score)`` as index arrays; both empty when no node fits. Lets another scheduler's choice be
+        checked against the model one pod at a time (tests/e2e/test_whatif_scheduler.py)."""
+        if self.scoring != "kube-default":
+            raise GpuOpsError("best_nodes is for scoring kube-default, not %r" % (self.scoring,))
+        cpu, mem, num, milli, dummy_req, spec = self.arrivals[k]
+        idx = self._nodes_to_score(self.feasible(cpu, mem, num, milli, spec))
+        if len(idx) == 0:
+            return idx, idx
+        scores = self._score_kube(idx, cpu, mem)
+        return idx, idx[scores == scores.max()]
+
+    def commit(self, k, node):
+        """Place arrival ``k`` on ``node`` (another scheduler's choice) as :meth:`run` would."""
+        cpu, mem, num, milli, dummy_req, dummy_spec = self.arrivals[k]
+        return self.place(node, cpu, mem, num, milli, None)
+
     def _place_common(self, node, cpu, mem, num, milli):
         self.cpu_left[node] -= cpu
         self.mem_left[node] -= mem

@@ -235,6 +235,29 @@ def replay_one(params, seed=None, sharing=None, scoring=None, tie_seeds=None):
             "engine": engine, "cluster": cluster, "placed_counts": counts}
 
 
+def stepper(params, seed=None):
+    """A replay to drive one arrival at a time (``engine.best_nodes`` / ``engine.commit``), with the
+    same sampling, order and inflation as :func:`run`: ``{"nodes", "arrivals", "engine"}``
+    (exclusive or fractional sharing)."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag
+
+    p = normalise(params)
+    seed = p["seeds"][0] if seed is None else seed
+    sharing, scoring = p["sharing"][0], p["scoring"][0]
+    if sharing not in ("exclusive", "fractional"):
+        raise GpuOpsError("stepping is for sharing exclusive or fractional, not %r" % (sharing,))
+    nodes_all, pods = load_inputs(p)
+    nodes = sample(nodes_all, p["sample_nodes"], seed)
+    cluster = eng.Cluster(nodes)
+    seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
+    tie = None if p["tie_break"] == "auto" else p["tie_break"]
+    typ = frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
+    replay_ = eng.MilliReplay(cluster, engine_arrivals(seq, sharing), scoring, typ, rng,
+                              p["percentage_of_nodes_to_score"], tie)
+    return {"nodes": nodes, "arrivals": seq, "engine": replay_}
+
+
 def _mean(values):
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else None

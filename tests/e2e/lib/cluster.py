@@ -33,6 +33,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.ab
 BUILD_SCRIPT = os.path.join(TOP, "hack", "k8s", "build.sh")
 DEFAULT_STATE_DIR = os.path.join(TOP, ".cache", "cluster")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# kube-scheduler scores every feasible node (see LocalCluster._scheduler_config)
+SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE = 100
 SERVICE_CIDR = "10.96.0.0/16"  # virtual IPs inside API objects only; no traffic goes there
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -369,6 +371,25 @@ class LocalCluster(object):
         self._log("cluster ready in %.1fs: %s" % (time.time() - t0, self.api_url))
         return self
 
+    def _scheduler_config(self):
+        """The default scheduler profile, scoring every feasible node (``percentageOfNodesToScore: 100``).
+
+        Clusters under 100 nodes score them all anyway; larger ones (the what-if e2e test's 200 nodes,
+        the stack benchmark's 100) would otherwise score a rotating sample of them, which makes the
+        scheduler's choices depend on what else the cluster holds. Written beside the kubeconfigs.
+        """
+        path = os.path.join(self.state_dir, "scheduler-config.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: kubescheduler.config.k8s.io/v1\n"
+                    "kind: KubeSchedulerConfiguration\n"
+                    "clientConnection:\n"
+                    "  kubeconfig: %s\n"
+                    "leaderElection:\n"
+                    "  leaderElect: false\n"
+                    "percentageOfNodesToScore: %d\n"
+                    % (os.path.join(self.state_dir, "scheduler.kubeconfig"), SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE))
+        return path
+
     def _start_all(self, etcd_client, etcd_peer, api, kcm, sched, kwok_port):
         pki = self.pki_dir
 
@@ -435,12 +456,13 @@ class LocalCluster(object):
             "--node-monitor-grace-period=50s", "--v=1",
         ])
         self._spawn("kube-scheduler", [
-            "--kubeconfig=" + os.path.join(self.state_dir, "scheduler.kubeconfig"),
+            "--config=" + self._scheduler_config(),
             "--authentication-kubeconfig=" + os.path.join(self.state_dir, "scheduler.kubeconfig"),
             "--authorization-kubeconfig=" + os.path.join(self.state_dir, "scheduler.kubeconfig"),
             "--bind-address=127.0.0.1", "--secure-port=%d" % sched,
             "--cert-dir=" + os.path.join(self.state_dir, "scheduler"),
-            "--leader-elect=false", "--v=1",
+            # GPUOPS_SCHEDULER_V=10 logs every plugin's score per node (debugging placements)
+            "--v=%s" % os.environ.get("GPUOPS_SCHEDULER_V", "1"),
         ])
         self._spawn("kwok", [
             "--kubeconfig=" + os.path.join(self.state_dir, "kwok.kubeconfig"),

@@ -35,3 +35,19 @@ def pod_manifest(name, resources=None, node_selector=None, priority_class=None, 
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def nodes_schedulable(core, label_selector, count, timeout=120):
+    """Wait until ``count`` nodes match ``label_selector``, each Ready and without the node lifecycle
+    controller's not-ready/unreachable taints (kwok marks new nodes Ready a little later; until then the
+    scheduler filters them out). Returns the nodes."""
+    def probe():
+        nodes = core.list_node(label_selector=label_selector).items
+        ready = [n for n in nodes
+                 if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                 and not any(t.key in NOT_READY_TAINTS for t in n.spec.taints or [])]
+        return nodes if len(nodes) == count and len(ready) == count else None
+    return wait_for(probe, timeout=timeout, interval=1, what="%d schedulable nodes (%s)" % (count, label_selector))
