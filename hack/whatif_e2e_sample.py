@@ -22,8 +22,8 @@ SEED = 7
 
 
 def main():
-    csv_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(TOP), "shared", "data",
-                                                                  "alibaba-gpu-2023", "csv")
+    default_dir = os.path.join(os.path.dirname(TOP), "shared", "data", "alibaba-gpu-2023", "csv")
+    csv_dir = sys.argv[1] if len(sys.argv) > 1 else default_dir
     params = {"nodes_csv": os.path.join(csv_dir, "openb_node_list_gpu_node.csv"),
               "pods_csv": os.path.join(csv_dir, "openb_pod_list_default.csv"),
               "scoring": "kube-default", "sharing": "exclusive", "inflation": 1.0, "seed": SEED,
