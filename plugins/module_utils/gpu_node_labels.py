@@ -273,9 +273,10 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
         labels["nvidia.com/mig.strategy"] = "single"
         layouts = set(tuple(sorted(g["mig_devices"])) for g in devs)
         only = sorted(layouts)[0] if len(layouts) == 1 else ()
-        uniform = (all(g["mig_enabled"] for g in devs) and bool(only) and len(set(only)) == 1
-                   and gpu_catalog.parse_profile(only[0])[0] is None
-                   and len(set(g["model"].key for g in devs)) == 1)
+        all_mig = all(g["mig_enabled"] for g in devs)
+        one_profile = bool(only) and len(set(only)) == 1 and gpu_catalog.parse_profile(only[0])[0] is None
+        one_model = len(set(g["model"].key for g in devs)) == 1
+        uniform = all_mig and one_profile and one_model
         if not uniform:
             labels.update(_gpu_labels(product + "-MIG-INVALID", 0, 0, replicas_label, strategy_label))
             capacity[advertised(GPU_RESOURCE)] = 0

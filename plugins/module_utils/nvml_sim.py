@@ -625,11 +625,12 @@ class SimBackend(object):
 
     # -- GPU instance profiles -------------------------------------------------------------------
     def _gi_profile_info(self, call, model, p):
+        with_decoders = "+me" in p.name or p.compute_slices > 1
+        decoders = max(1, p.compute_slices // 2) if with_decoders else 0
         return Obj(
             version=0x02000098, id=p.profile_id, isP2pSupported=0, sliceCount=p.compute_slices,
             instanceCount=p.max_instances, multiprocessorCount=p.sm or 0,
-            copyEngineCount=max(1, p.compute_slices), decoderCount=max(1, p.compute_slices // 2) if "+me" in p.name
-            or p.compute_slices > 1 else 0, encoderCount=0, jpegCount=1 if p.compute_slices >= 1 else 0,
+            copyEngineCount=max(1, p.compute_slices), decoderCount=decoders, encoderCount=0, jpegCount=1 if p.compute_slices >= 1 else 0,
             ofaCount=1 if "+me" in p.name or p.compute_slices == model.compute_slices else 0,
             memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
         )
@@ -949,8 +950,7 @@ class SimBackend(object):
     def _procs(self, gpu, handle):
         procs = gpu.get("processes", [])
         if handle.is_mig:
-            procs = [p for p in procs if p.get("gpu_instance_id") == handle.gi
-                     and p.get("compute_instance_id") in (None, handle.ci)]
+            procs = [p for p in procs if _in_instance(p, handle)]
         return procs
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
@@ -1168,6 +1168,13 @@ class SimBackend(object):
             health["lost"] = False
         self.cache.clear()
         self._save()
+
+
+def _in_instance(proc, handle):
+    """Whether a simulated process runs in the MIG device that `handle` names."""
+    if proc.get("gpu_instance_id") != handle.gi:
+        return False
+    return proc.get("compute_instance_id") in (None, handle.ci)
 
 
 def valid_fault_error(name):
