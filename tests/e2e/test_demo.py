@@ -73,8 +73,10 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
 
     act7 = _act(demo_dir, 7)
     pct = act7["allocated_pct"]
-    assert set(pct) == {"kube-default", "best-fit", "fgd"}
-    assert pct["fgd"] >= pct["best-fit"] >= pct["kube-default"] > 50, pct
+    assert set(pct) == {"random", "best-fit", "fgd"}
+    assert all(0 < v <= 100 for v in pct.values()), pct
+    if act7["pods_csv"].endswith("openb_pod_list_default.csv"):  # the whole trace: the paper's order
+        assert pct["fgd"] >= pct["best-fit"] > pct["random"], pct
     assert os.path.exists(act7["report"])
 
     # nothing left running, and --clean removes what the demo wrote
