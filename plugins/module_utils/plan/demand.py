@@ -315,6 +315,15 @@ def nodes_from_facts(facts_by_host, labels_by_host=None):
     return out
 
 
+def _model_of_product(product):
+    """The catalog model whose NVML name GFD's nvidia.com/gpu.product label spells (spaces as dashes)."""
+    for model in gpu_catalog.CATALOG.values():
+        for v in model.variants:
+            if gpu_catalog.product_label(v.nvml_name) == product:
+                return model
+    return None
+
+
 def nodes_from_hostvars(hostvars_by_host):
     """Host vars of the gpuops.k8s.gpu_nodes inventory plugin -> the planner's node list (current = mig.config label)."""
     out = []
@@ -324,7 +333,7 @@ def nodes_from_hostvars(hostvars_by_host):
         count = hv.get("gpu_count") or 0
         if not product or not count:
             continue
-        model = gpu_catalog.lookup_model(product) or gpu_catalog.lookup_model(str(product).replace("-", " "))
+        model = gpu_catalog.lookup_model(product) or _model_of_product(product)
         node = {"name": hv.get("gpuops_k8s_node_name") or host,
                 "gpus": [{"model": model.variants[0].nvml_name if model else product, "count": int(count)}]}
         if hv.get("mig_config"):

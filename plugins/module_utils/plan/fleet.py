@@ -69,8 +69,9 @@ class Fleet(object):
                 if gpu_catalog.mig_capable(m) and _mig_current(node.current[gi]):
                     self.reconfigured += 1
 
-    def _pick_gpu(self, ni, use):
-        """Index of a free GPU of the use's model on node ``ni``: same current layout first; None if the budget forbids."""
+    def _pick_gpu(self, ni, use, allow_change=True):
+        """Index of a free GPU of the use's model on node ``ni``: same current layout first; None if the budget (or
+        ``allow_change`` false) forbids a change."""
         node = self.nodes[ni]
         gpus = self.free[ni].get(use["model"])
         if not gpus:
@@ -82,8 +83,10 @@ class Fleet(object):
             if self.cls[ni] != "mig" or cur is None or cur == target:
                 best = pos
                 break
-            if best is None:
+            if best is None and allow_change:
                 best = pos
+        if best is None:
+            return None
         gi = gpus[best]
         cur = node.current[gi]
         change = self.cls[ni] == "mig" and cur is not None and cur != target
@@ -167,13 +170,14 @@ class Fleet(object):
                 for use in members:
                     use["why"] = "budget"
                 overflow.extend(members)
+        self._match_current(singles)
         order = sorted(singles, key=lambda k: (k[0] != "mig", k[0], k[1]))
         for cls, key in order:
             todo = singles[(cls, key)]
             pos = 0
             for ni in list(self.open.get(cls, [])):
                 while pos < len(todo) and self.free[ni].get(key):
-                    gi = self._pick_gpu(ni, todo[pos])
+                    gi = self._pick_gpu(ni, todo[pos], allow_change=False)
                     if gi is None:
                         break
                     self.put(ni, gi, todo[pos])
@@ -191,11 +195,47 @@ class Fleet(object):
                     pos += 1
                 if self.free[ni].get(key) and pos < len(todo):
                     break  # the budget stopped us
+            for ni in list(self.open.get(cls, [])):
+                while pos < len(todo) and self.free[ni].get(key):
+                    gi = self._pick_gpu(ni, todo[pos])
+                    if gi is None:
+                        break
+                    self.put(ni, gi, todo[pos])
+                    pos += 1
             for use in todo[pos:]:
                 left = self.budget_left()
                 use["why"] = "budget" if left is not None and left <= 0 else "gpus"
                 overflow.append(use)
         return overflow
+
+    def _match_current(self, singles):
+        """MIG uses go first to free GPUs whose current layout is the same (no change), on any mig-able node."""
+        index = {}
+        for ni, node in enumerate(self.nodes):
+            if self.cls[ni] not in (None, "mig"):
+                continue
+            for key, gpus in self.free[ni].items():
+                for gi in gpus:
+                    cur = node.current[gi]
+                    if cur is not None and node.models[gi].profiles:
+                        index.setdefault((key, cur), []).append((ni, gi))
+        for (cls, key), todo in singles.items():
+            if cls != "mig":
+                continue
+            rest = []
+            for use in todo:
+                spots = index.get((key, use["layout"]))
+                while spots and self.cls[spots[0][0]] not in (None, "mig"):
+                    spots.pop(0)
+                if not spots:
+                    rest.append(use)
+                    continue
+                ni, gi = spots.pop(0)
+                if self.cls[ni] is None:
+                    self.open_node(ni, "mig")
+                self.free[ni][key].remove(gi)
+                self.put(ni, gi, use)
+            todo[:] = rest
 
     def _new_node_min(self, key, need):
         best = None

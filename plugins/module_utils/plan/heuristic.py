@@ -107,13 +107,16 @@ def _take(queue, count, profile):
     return out
 
 
-def keep_current(fleet, items, options, resid):
-    """The keep phase: pin GPUs whose current MIG layout the demand fills."""
+def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
+    """The keep phase: pin GPUs whose current MIG layout the demand fills (at least ``fill_min`` of it after the
+    GPUs it fills completely)."""
     groups = OrderedDict()
     for ni, node in enumerate(fleet.nodes):
         for gi, model in enumerate(node.models):
             lay = node.current[gi]
-            if lay is None or lay == WHOLE or not lay or not model.profiles:
+            if lay is None or lay == WHOLE or not lay or not model.profiles or (ni, gi) in fleet.assign:
+                continue
+            if fleet.cls[ni] not in (None, "mig"):
                 continue
             groups.setdefault((model.key, lay), []).append((ni, gi))
     models = dict((m.key, m) for n in fleet.nodes for m in n.models)
@@ -156,7 +159,7 @@ def keep_current(fleet, items, options, resid):
             if fleet.cls[ni] not in (None, "mig"):
                 continue
             fill = sum(pmap[p].compute_slices * min(c, avail(key, p)) for p, c in layout)
-            if not total_c or fill < KEEP_FILL * total_c:
+            if not total_c or not fill or fill < fill_min * total_c:
                 break
             fleet.pin(ni, gi, {"model": key, "cls": "mig", "layout": layout, "units": draw(key, layout), "group": None})
 
@@ -208,5 +211,11 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, keep
             for i, dummy_prof, n in use["units"]:
                 resid[i] += n
                 why[i] = use.get("why", "gpus")
+    if fleet.budget is not None and any(resid[it.index] for it in items):
+        # the budget stopped new layouts: serve what the current layouts can, however little of them it fills
+        before = dict(resid)
+        keep_current(fleet, items, options, resid, fill_min=0.0)
+        for i in resid:
+            if resid[i] < before[i] and not resid[i]:
+                why.pop(i, None)
     return fleet, resid, why
-

@@ -35,6 +35,9 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOL
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
 
 TS_PATTERN_LIMIT = 4000
+# A changed GPU layout costs this share of the dearest GPU's hourly price in the objective: the exact plan changes a
+# layout only where that saves at least as much (a re-plan keeps the fleet as it is where it can).
+CHURN_WEIGHT = 0.25
 
 
 def available():
@@ -272,7 +275,7 @@ def _formulate(nodes, items, options, prices, objective, budget, placed=None, bo
                 mdl.row({k: 1.0, info["x"][(key, lay)]: -1.0}, hi=0.0)
             else:
                 mdl.row({k: 1.0}, hi=0.0)
-        ch = mdl.var(("changed", key), 1e-3, integer=False)
+        ch = mdl.var(("changed", key), CHURN_WEIGHT * max_price, integer=False)
         coefs = dict((j, -1.0) for j in used[key])
         coefs.update(dict((k, 1.0) for k in kept.values()))
         coefs[ch] = 1.0
@@ -316,6 +319,8 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, time
     if info.get("types"):
         taken = {}
         for (tk, c), j in sorted(info["z"].items(), key=lambda kv: (kv[0][1] != "mig", kv[0][1])):
+            if c == "mig":
+                continue  # mig nodes open as their GPUs are placed, where the current layouts match
             members = info["types"][tk]
             start = taken.get(tk, 0)
             for ni in members[start:start + val[j]]:
