@@ -164,14 +164,21 @@ def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
             fleet.pin(ni, gi, {"model": key, "cls": "mig", "layout": layout, "units": draw(key, layout), "group": None})
 
 
-def solve(nodes, items, options, prices, objective="min_cost", budget=None, keep=True):
-    """Returns ``(fleet, resid, overflow_reasons)``: the placed fleet, replicas left per item, why they are left."""
-    fleet = Fleet(nodes, budget)
-    resid = dict((it.index, it.replicas) for it in items)
-    if keep:
-        keep_current(fleet, items, options, resid)
+def solve(nodes, items, options, prices, objective="min_cost", budget=None, keep=True, start=None):
+    """Returns ``(fleet, resid, overflow_reasons)``: the placed fleet, replicas left per item, why they are left.
+
+    ``start``: ``(fleet, resid, why)`` already placed (the rounded LP); the greedy rounds place what it left.
+    """
+    if start is not None:
+        fleet, resid, why = start
+        why = dict(why)
+    else:
+        fleet = Fleet(nodes, budget)
+        resid = dict((it.index, it.replicas) for it in items)
+        why = {}
+        if keep:
+            keep_current(fleet, items, options, resid)
     full = set()
-    why = {}
     group = 0
     models = OrderedDict()
     for n in nodes:

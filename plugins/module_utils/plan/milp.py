@@ -315,6 +315,27 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, time
     if info["ts_truncated"]:
         status += " (time-slicing patterns truncated at %d)" % TS_PATTERN_LIMIT
     val = [int(round(v)) for v in res.x]
+    fleet, resid, why = materialize(val, info, models, nodes, items, options, budget)
+    return fleet, resid, why, status
+
+
+def lp_round(nodes, items, options, prices, objective="min_cost", budget=None):
+    """The LP relaxation of the exact formulation, rounded down: ``(fleet, resid, why)``.
+
+    Every pattern, class and replica count of the LP solution is rounded down and placed; what that leaves
+    (a few GPUs' worth at most per pattern in use) is for the greedy heuristic to place on the GPUs still free.
+    """
+    mdl, info, models = _formulate(nodes, items, options, prices, objective, budget)
+    res = mdl.solve(relax=True)
+    if res.x is None:
+        raise GpuOpsError("the LP relaxation has no solution: %s" % res.message)
+    val = [int(v + 1e-6) for v in res.x]
+    # replicas of an item: at most what the rounded patterns can hold is placed, the rest stays for the heuristic
+    return materialize(val, info, models, nodes, items, options, budget)
+
+
+def materialize(val, info, models, nodes, items, options, budget=None):
+    """Uses (GPU plans) from a solution's integer values, placed on the fleet: ``(fleet, resid, why)``."""
     fleet = Fleet(nodes, budget)
     if info.get("types"):
         taken = {}
@@ -388,7 +409,7 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, time
         for i, dummy, n in use["units"]:
             resid[i] += n
             why[i] = use.get("why", "gpus")
-    return fleet, resid, why, status
+    return fleet, resid, why
 
 
 def _take(queue, count, profile):

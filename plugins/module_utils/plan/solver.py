@@ -23,7 +23,8 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as 
 
 EXACT_MAX_GPUS = 256
 DEFAULTS = {"nodes": None, "demand": None, "objective": "min_cost", "prices": None, "disruption_budget": None,
-            "solver": "auto", "time_limit_s": 60.0, "current_configs": None, "bound": True}
+            "solver": "auto", "time_limit_s": 60.0, "current_configs": None, "bound": True,
+            "lp_rounding": True}
 
 
 def build_options(nodes, items):
@@ -153,6 +154,11 @@ def plan(params):
                               "heuristic")
         fleet, resid, why, status = milp.solve(nodes, items, options, prices, objective, budget,
                                                float(p["time_limit_s"]))
+    elif milp.available() and p.get("lp_rounding", True):
+        # the LP relaxation rounded down, then the greedy rounds for what rounding left
+        start = milp.lp_round(nodes, items, options, prices, objective, budget)
+        fleet, resid, why = heuristic.solve(nodes, items, options, prices, objective, budget, start=start)
+        status = "lp-rounding"
     else:
         fleet, resid, why = heuristic.solve(nodes, items, options, prices, objective, budget)
     solve_s = time.time() - t_solve
