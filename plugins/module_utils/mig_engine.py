@@ -33,6 +33,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils import nvml as nvml_lib
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
 
 MUTATING = ("set_mig_mode", "destroy", "create")
@@ -327,6 +328,17 @@ class _Halt(Exception):
 
 
 def run_mig_partition(nvml, params, check_mode=False, diff=False):
+    """Plan and (unless ``check_mode``) apply; outside check mode the whole read-plan-apply runs under
+    the host lock (nvml.host_lock), so two runs on one host never interleave their changes."""
+    if check_mode:
+        return _run_mig_partition(nvml, params, True, diff)
+    what = "gpuops.k8s.mig_partition %s" % (params.get("config") or ("config file %s" % params["config_file"]
+                                                                     if params.get("config_file") else "inline layout"))
+    with nvml_lib.host_lock(nvml, what):
+        return _run_mig_partition(nvml, params, False, diff)
+
+
+def _run_mig_partition(nvml, params, check_mode, diff):
     entries = mig_config.entries_from_params(params)
     force = bool(params.get("force"))
     before = gpu_state.read_host(nvml)["gpus"]

@@ -21,6 +21,9 @@ Rules enforced (NVML return codes as real NVML):
   Hopper/Blackwell apply at once (lost on GPU reset and reboot). SetMigMode is refused with
   IN_USE while processes run, and disabling is refused while GPU instances exist.
 * GPU reset refused while processes run (IN_USE).
+* Concurrency: every mutating call takes the host lock (``<state file>.lock``, fcntl), reads the
+  state again and writes it before releasing the lock, so two runs on one simulated host lose no
+  change; ``nvml.host_lock`` holds it across a whole plan-and-apply.
 * Injected faults: ``{"call": <function name>, "error": <NVML error name>, "count": N, "gpu": i}``
   make that call fail N times (always without count; on every GPU without gpu).
 """
@@ -37,6 +40,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as c
 from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import (
     ERROR_CODES,
+    HostLock,
     GPU_IS_LOST,
     IN_USE,
     INSUFFICIENT_RESOURCES,
@@ -291,6 +295,11 @@ def load_state(path):
     return state
 
 
+def lock_path(path):
+    """The host lock of a simulated host: a file beside its state file."""
+    return path + ".lock"
+
+
 def save_state(path, state):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
@@ -367,13 +376,31 @@ class SimBackend(object):
         self.cache = {}
         self._models = {}
         self._profiles = {}
+        self._lock = None
 
     # -- plumbing --------------------------------------------------------------------------------
+    def host_lock(self, what=None):
+        if self._lock is None:
+            self._lock = HostLock(lock_path(self.path), what=what)
+        elif what and not self._lock.held:
+            self._lock.what = what
+        return self._lock
+
+    def locked(self):
+        """The host lock was just taken: read the state again (another run may have changed it)."""
+        if self.state is not None:
+            self.state = load_state(self.path)
+            self.cache.clear()
+
+    def _mutation(self):
+        """Context of one mutating call: the host lock held, the state fresh."""
+        return _Mutation(self)
+
     def _save(self):
         save_state(self.path, self.state)
 
-    def _fault(self, call, gpu=None):
-        faults = self.state.get("faults") or []
+    @staticmethod
+    def _matching_fault(faults, call, gpu):
         for i, f in enumerate(faults):
             if f.get("call") != call:
                 continue
@@ -381,18 +408,30 @@ class SimBackend(object):
                 continue
             if f.get("gpu") is not None and gpu is None and call not in ("nvmlInit",):
                 continue
-            code = error_code(f.get("error", "NVML_ERROR_UNKNOWN"))
             count = f.get("count")
-            if count is not None:
-                count = int(count)
-                if count <= 0:
-                    continue
-                if count == 1:
-                    faults.pop(i)
-                else:
-                    f["count"] = count - 1
-                self._save()
-            raise NvmlError(code, call=call, injected=True)
+            if count is not None and int(count) <= 0:
+                continue
+            return i, f
+        return None, None
+
+    def _fault(self, call, gpu=None):
+        i, f = self._matching_fault(self.state.get("faults") or [], call, gpu)
+        if f is None:
+            return
+        code = error_code(f.get("error", "NVML_ERROR_UNKNOWN"))
+        if f.get("count") is not None:
+            # a counted fault is used up: change the count under the lock, in the state as it is now
+            with self._mutation():
+                faults = self.state.get("faults") or []
+                i, f = self._matching_fault(faults, call, gpu)
+                if f is not None:
+                    count = int(f["count"])
+                    if count == 1:
+                        faults.pop(i)
+                    else:
+                        f["count"] = count - 1
+                    self._save()
+        raise NvmlError(code, call=call, injected=True)
 
     def _enter(self, call, gpu=None):
         if self.state is None:
@@ -1170,6 +1209,44 @@ class SimBackend(object):
         self._save()
 
 
+class _Mutation(object):
+    def __init__(self, backend):
+        self.backend = backend
+        self.lock = backend.host_lock()
+
+    def __enter__(self):
+        if self.lock.acquire():
+            self.backend.locked()
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False
+
+
+# NVML setters of the simulator: each runs under the host lock on freshly read state.
+MUTATING_CALLS = (
+    "nvmlDeviceSetMigMode", "nvmlDeviceCreateGpuInstance", "nvmlDeviceCreateGpuInstanceWithPlacement",
+    "nvmlGpuInstanceDestroy", "nvmlGpuInstanceCreateComputeInstance", "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+    "nvmlComputeInstanceDestroy", "nvmlDeviceSetPowerManagementLimit", "nvmlDeviceSetPersistenceMode",
+    "nvmlDeviceSetComputeMode", "nvmlDeviceSetEccMode", "nvmlDeviceSetApplicationsClocks",
+    "nvmlDeviceResetApplicationsClocks", "reset_gpu",
+)
+
+
+def _serialized(func):
+    def call(self, *args, **kwargs):
+        with self._mutation():
+            return func(self, *args, **kwargs)
+    call.__name__ = func.__name__
+    call.__doc__ = func.__doc__
+    return call
+
+
+for _call_name in MUTATING_CALLS:
+    setattr(SimBackend, _call_name, _serialized(getattr(SimBackend, _call_name)))
+
+
 def _in_instance(proc, handle):
     """Whether a simulated process runs in the MIG device that `handle` names."""
     if proc.get("gpu_instance_id") != handle.gi:
@@ -1353,6 +1430,11 @@ def configure(params, check_mode=False):
     Everything is validated before the state file is written. Returns the module result.
     """
     path = params["path"]
+    with HostLock(lock_path(path), what="gpuops.k8s.nvml_simulator"):
+        return _configure(path, params, check_mode)
+
+
+def _configure(path, params, check_mode):
     exists = os.path.exists(path)
     try:
         before = load_state(path) if exists else None
