@@ -315,6 +315,13 @@ def _run(action, completed, fn, *args):
     try:
         out = fn(*args)
     except GpuOpsError as e:
+        # NVML calls that changed the GPU before the failure (a CI destroyed before its GI, a GI
+        # created before its CI) are completed actions too: the run did change the host
+        for step in e.details.pop("nvml_changes", None) or []:
+            done = dict((k, action[k]) for k in ("gpu", "uuid", "profile", "placement") if k in action)
+            done.update(step)
+            done["part_of"] = action["action"]
+            completed.append(done)
         raise _Halt(action, e)
     completed.append(action)
     return out

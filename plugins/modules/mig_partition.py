@@ -98,7 +98,9 @@ notes:
   - Stop GPU clients such as the device plugin, DCGM and dcgm-exporter before changing MIG mode; changing
     instances only needs the affected instances to be idle.
   - When an NVML call fails halfway the module fails with C(gpus), C(resources) and C(diagram) read again after the
-    failure, C(completed) (the actions done), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
+    failure, C(completed) (the actions done, and every NVML call of the failed action that changed the GPU before it
+    failed, such as V(destroy_compute_instance) before a failed GPU instance destroy or V(create_gpu_instance) whose
+    rollback failed, each with C(nvml_call) and C(part_of)), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
     C(not_attempted) and C(changed=true) if anything was done. Running the task again converges.
   - Invalid input fails before anything changes with C(errors) (one per GPU, with C(gpu) and C(msg)) and, where they
     apply, C(valid_profiles), C(valid_configs), C(max_instances) or C(busy_instances).
