@@ -349,6 +349,11 @@ def _run_mig_partition(nvml, params, check_mode, diff):
     entries = mig_config.entries_from_params(params)
     force = bool(params.get("force"))
     before = gpu_state.read_host(nvml)["gpus"]
+    warnings = []
+    missing = params.get("missing_gpus") or ("fail" if params.get("layout") is not None else "warn")
+    if missing not in ("fail", "warn"):
+        raise GpuOpsError("missing_gpus must be fail or warn, got %r" % (missing,))
+    absent = mig_config.check_absent(entries, before, strict=missing == "fail", warnings=warnings)
     skipped = []
     works = plan_host(nvml, before, entries, force=force, skipped=skipped)
     planned = []
@@ -414,6 +419,8 @@ def _run_mig_partition(nvml, params, check_mode, diff):
         "reset_required": bool(waiting),
         "reset_required_gpus": sorted(waiting),
         "skipped_gpus": skipped,
+        "absent_gpus": absent,
+        "warnings": warnings,
         "resources": resources(after),
         "diagram": diagram.render(after),
     }

@@ -61,6 +61,16 @@ options:
         instances, packed as mig-parted does).
     type: list
     elements: dict
+  missing_gpus:
+    description:
+      - What to do when the config lists a GPU index (in C(devices)) that this host does not have.
+      - V(fail) refuses before anything changes, naming the GPUs present; V(warn) skips those indexes with
+        a warning naming the GPUs present, as mig-parted's walker does (a fleet-wide config file naming
+        devices 0-7 then works on a 4-GPU host).
+      - Default V(fail) with O(layout) and V(warn) with O(config_file). The gpuops.k8s.mig role passes V(warn)
+        when its layout comes from a config file.
+    type: str
+    choices: [fail, warn]
   force:
     description:
       - Destroy MIG instances that have running processes when the target layout needs them gone.
@@ -260,6 +270,12 @@ skipped_gpus:
   type: list
   elements: dict
   sample: [{index: 4, uuid: GPU-1b2c3d4e-5f60-4718-92a3-b4c5d6e7f809, name: NVIDIA L40S, reason: MIG not supported}]
+absent_gpus:
+  description: GPU indexes the config lists that this host does not have (skipped, with a warning; see O(missing_gpus)).
+  returned: always
+  type: list
+  elements: int
+  sample: [4, 5, 6, 7]
 resources:
   description:
     - Kubernetes extended resources the NVIDIA device plugin advertises for this host with the mixed MIG
@@ -297,6 +313,7 @@ def main():
             config=dict(type="str"),
             layout=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
+            missing_gpus=dict(type="str", choices=["fail", "warn"]),
             simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
         ),
         mutually_exclusive=[("config_file", "layout")],
