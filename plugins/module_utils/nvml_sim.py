@@ -292,7 +292,103 @@ def load_state(path):
     if state.get("version", STATE_VERSION) != STATE_VERSION:
         raise GpuOpsError("NVML simulator state file %s has version %s; this collection reads version %s"
                           % (path, state.get("version"), STATE_VERSION), path=path)
+    validate_state(state, path)
     return state
+
+
+class _Shape(object):
+    """Checks one state file's shape; every error names the file, the path and the field."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, field, what):
+        raise GpuOpsError("NVML simulator state file %s: %s %s; fix the file or recreate it with "
+                          "gpuops.k8s.nvml_simulator (reset: true)" % (self.path, field, what),
+                          path=self.path, field=field)
+
+    def get(self, obj, key, where, kind, required=True, nullable=False):
+        field = "%s.%s" % (where, key) if where else key
+        if key not in obj:
+            if required:
+                self.fail(field, "is missing (%s)" % _KINDS[kind])
+            return None
+        value = obj[key]
+        if value is None and nullable:
+            return None
+        self.check(value, field, kind)
+        return value
+
+    def check(self, value, field, kind):
+        ok = {
+            "int": isinstance(value, int) and not isinstance(value, bool),
+            "mode": isinstance(value, int) and value in (0, 1),
+            "str": isinstance(value, str),
+            "list": isinstance(value, list),
+            "dict": isinstance(value, dict),
+            "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+            "code": isinstance(value, (str, int)) and not isinstance(value, bool),
+        }[kind]
+        if not ok:
+            self.fail(field, "must be %s, got %s" % (_KINDS[kind], json.dumps(value)[:60]))
+
+
+_KINDS = {"int": "an integer", "mode": "0 or 1", "str": "a string", "list": "a list", "dict": "a mapping",
+          "number": "a number", "code": "an NVML error name or code"}
+
+
+def validate_state(state, path):
+    """Raise GpuOpsError naming the path and field where ``state`` does not have the documented shape."""
+    sh = _Shape(path)
+    sh.get(state, "driver_version", "", "str", required=False, nullable=True)
+    sh.get(state, "cuda_driver_version", "", "int", required=False, nullable=True)
+    sh.get(state, "boot_id", "", "int", required=False)
+    gpus = state["gpus"]
+    for i, gpu in enumerate(gpus):
+        where = "gpus[%d]" % i
+        sh.check(gpu, where, "dict")
+        if sh.get(gpu, "index", where, "int") != i:
+            sh.fail(where + ".index", "must be %d (its position in gpus), got %s" % (i, gpu["index"]))
+        model = sh.get(gpu, "model", where, "str")
+        if cat.lookup_model(model) is None:
+            sh.fail(where + ".model", "is %r, not a catalog model; valid models: %s" % (model, ", ".join(cat.model_keys())))
+        for key in ("name", "uuid", "pci_device_id", "pci_bus_id"):
+            sh.get(gpu, key, where, "str")
+        sh.get(gpu, "serial", where, "str", required=False)
+        sh.get(gpu, "memory_total_mib", where, "int")
+        sh.get(gpu, "mig_mode_current", where, "mode", required=False)
+        sh.get(gpu, "mig_mode_pending", where, "mode", required=False)
+        for key in ("health", "settings"):
+            sh.get(gpu, key, where, "dict", required=False)
+        for j, gi in enumerate(sh.get(gpu, "gpu_instances", where, "list")):
+            gwhere = "%s.gpu_instances[%d]" % (where, j)
+            sh.check(gi, gwhere, "dict")
+            for key in ("id", "profile_id", "start", "size"):
+                sh.get(gi, key, gwhere, "int")
+            for k, ci in enumerate(sh.get(gi, "compute_instances", gwhere, "list")):
+                cwhere = "%s.compute_instances[%d]" % (gwhere, k)
+                sh.check(ci, cwhere, "dict")
+                for key in ("id", "profile_id", "slices", "start"):
+                    sh.get(ci, key, cwhere, "int")
+                sh.get(ci, "uuid", cwhere, "str", required=False)
+        for k, proc in enumerate(sh.get(gpu, "processes", where, "list", required=False) or []):
+            pwhere = "%s.processes[%d]" % (where, k)
+            sh.check(proc, pwhere, "dict")
+            sh.get(proc, "pid", pwhere, "int")
+            sh.get(proc, "name", pwhere, "str", required=False, nullable=True)
+            for key in ("gpu_instance_id", "compute_instance_id"):
+                sh.get(proc, key, pwhere, "int", required=False, nullable=True)
+            sh.get(proc, "used_memory_mib", pwhere, "number", required=False)
+    faults = sh.get(state, "faults", "", "list", required=False, nullable=True) or []
+    for i, fault in enumerate(faults):
+        where = "faults[%d]" % i
+        sh.check(fault, where, "dict")
+        sh.get(fault, "call", where, "str")
+        sh.get(fault, "error", where, "code", required=False)
+        sh.get(fault, "count", where, "int", required=False, nullable=True)
+        gpu = sh.get(fault, "gpu", where, "int", required=False, nullable=True)
+        if gpu is not None and not 0 <= gpu < len(gpus):
+            sh.fail(where + ".gpu", "is %d; the host has GPUs 0-%d" % (gpu, len(gpus) - 1))
 
 
 def lock_path(path):
