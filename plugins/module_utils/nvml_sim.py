@@ -760,14 +760,12 @@ class SimBackend(object):
 
     # -- GPU instance profiles -------------------------------------------------------------------
     def _gi_profile_info(self, call, model, p):
-        with_decoders = "+me" in p.name or p.compute_slices > 1
-        decoders = max(1, p.compute_slices // 2) if with_decoders else 0
+        eng = cat.profile_engines(model, p)
         return Obj(
             version=0x02000098, id=p.profile_id, isP2pSupported=0, sliceCount=p.compute_slices,
             instanceCount=p.max_instances, multiprocessorCount=p.sm or 0,
-            copyEngineCount=max(1, p.compute_slices), decoderCount=decoders, encoderCount=0, jpegCount=1 if p.compute_slices >= 1 else 0,
-            ofaCount=1 if "+me" in p.name or p.compute_slices == model.compute_slices else 0,
-            memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
+            copyEngineCount=eng["copy"], decoderCount=eng["decoder"], encoderCount=eng["encoder"],
+            jpegCount=eng["jpeg"], ofaCount=eng["ofa"], memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
         )
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile, version=2):
