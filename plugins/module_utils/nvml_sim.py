@@ -24,6 +24,9 @@ Rules enforced (NVML return codes as real NVML):
 * Concurrency: every mutating call takes the host lock (``<state file>.lock``, fcntl), reads the
   state again and writes it before releasing the lock, so two runs on one simulated host lose no
   change; ``nvml.host_lock`` holds it across a whole plan-and-apply.
+* Seeded random faults: ``random_faults: {rate, seed, calls, error}`` fails each mutating call (or
+  each of ``calls``) with probability ``rate``, reproducibly (draw ``n`` of seed ``s`` is
+  ``Random("s:n")``); ``draws`` and ``injected`` count in the state.
 * Injected faults: ``{"call": <function name>, "error": <NVML error name>, "count": N, "gpu": i}``
   make that call fail N times (always without count; on every GPU without gpu).
 """
@@ -379,6 +382,19 @@ def validate_state(state, path):
             for key in ("gpu_instance_id", "compute_instance_id"):
                 sh.get(proc, key, pwhere, "int", required=False, nullable=True)
             sh.get(proc, "used_memory_mib", pwhere, "number", required=False)
+    spec = sh.get(state, "random_faults", "", "dict", required=False, nullable=True)
+    if spec is not None:
+        rate = sh.get(spec, "rate", "random_faults", "number")
+        if not 0 <= rate <= 1:
+            sh.fail("random_faults.rate", "must be between 0 and 1, got %s" % rate)
+        sh.get(spec, "seed", "random_faults", "code", required=False)
+        sh.get(spec, "error", "random_faults", "code", required=False)
+        for key in ("draws", "injected"):
+            sh.get(spec, key, "random_faults", "int", required=False)
+        calls = sh.get(spec, "calls", "random_faults", "list", required=False, nullable=True) or []
+        for i, call in enumerate(calls):
+            if call not in SIM_CALLS:
+                sh.fail("random_faults.calls[%d]" % i, "is %r, not a call the simulator implements" % (call,))
     faults = sh.get(state, "faults", "", "list", required=False, nullable=True) or []
     for i, fault in enumerate(faults):
         where = "faults[%d]" % i
@@ -510,9 +526,28 @@ class SimBackend(object):
             return i, f
         return None, None
 
+    def _random_fault(self, call):
+        """Seeded random faults (``random_faults`` in the state): draw ``n`` of seed ``s`` fails when
+        ``Random("s:n").random() < rate``; the draw count and the faults injected are kept in the state."""
+        spec = self.state.get("random_faults")
+        if not spec or call not in (spec.get("calls") or MUTATING_CALLS):
+            return
+        with self._mutation():
+            spec = self.state.get("random_faults") or {}
+            draw = int(spec.get("draws", 0))
+            spec["draws"] = draw + 1
+            spec.setdefault("injected", 0)
+            if random.Random("%s:%d" % (spec.get("seed", 0), draw)).random() >= float(spec.get("rate", 0)):
+                return  # saved with the change this call makes
+            spec["injected"] = int(spec.get("injected", 0)) + 1
+            self._save()
+        raise NvmlError(error_code(spec.get("error") or "NVML_ERROR_UNKNOWN"), call=call, injected=True,
+                        random_fault=True)
+
     def _fault(self, call, gpu=None):
         i, f = self._matching_fault(self.state.get("faults") or [], call, gpu)
         if f is None:
+            self._random_fault(call)
             return
         code = error_code(f.get("error", "NVML_ERROR_UNKNOWN"))
         if f.get("count") is not None:
