@@ -327,6 +327,8 @@ def main():
                                                   diff=module._diff)
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     module.exit_json(**result)
 
 
