@@ -281,7 +281,7 @@ class HostLock(object):
             return "an unknown process"
         if not isinstance(info, dict):
             return "an unknown process"
-        text = "pid %s on %s" % (info.get("pid", "?"), info.get("host", "?"))
+        text = "pid %s (parent %s) on %s" % (info.get("pid", "?"), info.get("ppid", "?"), info.get("host", "?"))
         if info.get("what"):
             text += " (%s)" % info["what"]
         if info.get("since"):
@@ -316,7 +316,7 @@ class HostLock(object):
                         "nothing was changed" % (self.path, holder, timeout, ENV_LOCK_TIMEOUT),
                         lock_file=self.path, lock_holder=holder, changed=False)
                 time.sleep(0.02)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "what": self.what or _command_line(),
+        info = {"pid": os.getpid(), "ppid": os.getppid(), "host": socket.gethostname(), "what": self.what or _command_line(),
                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, 0)

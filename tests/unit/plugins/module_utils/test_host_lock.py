@@ -78,7 +78,7 @@ def test_lock_timeout_names_the_holder(tmp_path, monkeypatch):
     finally:
         holder.release()
     assert changed is None and err
-    assert "pid %d" % os.getpid() in err and "test holder play" in err and "0.3" in err
+    assert "pid %d (parent" % os.getpid() in err and "test holder play" in err and "0.3" in err
     assert _profiles(path, 0) == []  # nothing changed
     with nvml.open_nvml(path) as backend:  # and once released, the run goes through
         r = mig_engine.run_mig_partition(backend, {"layout": [
