@@ -185,7 +185,14 @@ def test_site_sets_up_hosts_and_cluster(lab):
     assert labels == {"dgx-a100-01": "mig-mixed", "hgx-h100-01": "mig-mixed", "hgx-h200-01": "mig-mixed",
                       "l40s-01": "time-sliced-4"}
     apps = client.AppsV1Api(lab["cluster"].api_client())
-    assert apps.read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    ds = apps.read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    plugin = [c for c in ds.spec.template.spec.containers if c.name == "nvidia-device-plugin"][0]
+    assert plugin.image == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert dict((e.name, e.value) for e in plugin.env)["CONFIG_FILE"] == "/config/config.yaml"
+    # one pod per GPU node of the lab, none elsewhere
+    wait_for(lambda: apps.read_namespaced_daemon_set_status(
+        "nvidia-device-plugin", "nvidia-device-plugin").status.desired_number_scheduled == len(HOSTS), 30,
+        what="the device plugin DaemonSet on the %d GPU nodes" % len(HOSTS))
     hard = api.read_namespaced_resource_quota("gpu-quota", "inference").spec.hard
     assert hard["requests.nvidia.com/mig-1g.10gb"] == "28"
     hpa = client.AutoscalingV2Api(lab["cluster"].api_client()).read_namespaced_horizontal_pod_autoscaler(
