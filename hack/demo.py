@@ -104,7 +104,10 @@ def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=()):
                 play, showing, play_t0 = m_play.group(1), False, now
                 continue
             if m_task:
-                showing = m_task.group(2).split(" : ")[-1].startswith(SHOW)
+                task = m_task.group(2).split(" : ")[-1]
+                showing = task.startswith(SHOW)
+                if task.startswith(SHOW + "act "):  # an act begins: its title as a header
+                    progress.say("\n== " + task[len(SHOW):])
                 progress.task(play, m_task.group(2))
                 continue
             if RECAP_RE.match(text):
