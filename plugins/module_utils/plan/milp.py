@@ -175,10 +175,12 @@ def _formulate(nodes, items, options, prices, objective, budget, placed=None, bo
                 j = mdl.var(("y", key, "cap"), gpu_cost(key), integer=False)
                 info["y"][(key, "cap")] = j
                 used[key][j] = 1
-                mdl.row(dict([(info["w"][(it.index, key)], options[it.index][key].memory_gb) for it in ts_items]
-                             + [(j, -cap)]), hi=0.0)
-                mdl.row(dict([(info["w"][(it.index, key)], options[it.index][key].compute) for it in ts_items]
-                             + [(j, -1.0)]), hi=0.0)
+                mem_row = dict((info["w"][(it.index, key)], options[it.index][key].memory_gb) for it in ts_items)
+                mem_row[j] = -cap
+                mdl.row(mem_row, hi=0.0)
+                comp_row = dict((info["w"][(it.index, key)], options[it.index][key].compute) for it in ts_items)
+                comp_row[j] = -1.0
+                mdl.row(comp_row, hi=0.0)
             else:
                 classes = sorted(set((options[it.index][key].memory_gb, options[it.index][key].compute)
                                      for it in ts_items))

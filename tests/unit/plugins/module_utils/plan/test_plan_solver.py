@@ -159,8 +159,8 @@ def test_not_enough_gpus_unplaces_the_lowest_priority_with_the_reason(solver_nam
 @pytest.mark.parametrize("solver_name", SOLVERS)
 def test_multi_gpu_replicas_stay_on_one_node(solver_name):
     res = run([node("a", A100, 4), node("b", A100, 8)],
-              [item("t", "ddp", 1, 70, kind="training", gpus_per_replica=8), item("t", "two", 2, 40, kind="training",
-                                                                                 gpus_per_replica=2)],
+              [item("t", "ddp", 1, 70, kind="training", gpus_per_replica=8),
+               item("t", "two", 2, 40, kind="training", gpus_per_replica=2)],
               solver=solver_name)
     ddp = [p for p in res["placements"] if p["name"] == "ddp"]
     assert len(ddp) == 8 and set(p["node"] for p in ddp) == {"b"}
@@ -242,8 +242,8 @@ def test_replan_after_a_10_pct_demand_change_reconfigures_at_most_15_pct(solver_
     same = run(nodes2, _mix(), solver=solver_name, current_configs=first["mig_parted_config"])
     # the same demand again changes no known layout; nodes whose every GPU had a layout keep their config
     assert same["summary"]["reconfigured_gpus"] == 0
-    full = [nc["node"] for nc in first["node_configs"] if nc["mig_config"]
-            and first["mig_parted_config"]["mig-configs"][nc["mig_config"]][0]["devices"] == "all"]
+    configs = first["mig_parted_config"]["mig-configs"]
+    full = [nc["node"] for nc in first["node_configs"] if nc["mig_config"] and configs[nc["mig_config"]][0]["devices"] == "all"]
     assert all(nc["mig_config"] == current[nc["node"]] for nc in same["node_configs"] if nc["node"] in full)
 
 
