@@ -10,7 +10,8 @@ A100 = "NVIDIA A100-SXM4-80GB"
 A100_40 = "NVIDIA A100-SXM4-40GB"
 H100 = "NVIDIA H100 80GB HBM3"
 L40S = "NVIDIA L40S"
-SOLVERS = ["exact", "heuristic"]
+# "greedy": the heuristic without its LP rounding (what runs where scipy is missing)
+SOLVERS = ["exact", "heuristic", "greedy"]
 
 
 def node(name, model, count=8, current=None):
@@ -30,6 +31,8 @@ def item(tenant, name, replicas, memory_gb, kind="inference", isolation="shared"
 def run(nodes, items, **kw):
     params = {"nodes": nodes, "demand": items}
     params.update(kw)
+    if params.get("solver") == "greedy":
+        params.update(solver="heuristic", lp_rounding=False)
     return solver.plan(params)
 
 
