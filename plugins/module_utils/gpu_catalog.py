@@ -405,6 +405,36 @@ def profile_by_constant(model, constant):
     return None
 
 
+# Video decoders of the whole GPU (the full-size GPU instance gets them all).
+_FULL_DECODERS = {"a100_40gb": 5, "a100_80gb": 5, "a30_24gb": 4}
+
+
+def profile_engines(model, profile):
+    """Shared engines of a GPU instance of ``profile`` (GiProfile): {copy, decoder, encoder, jpeg, ofa}.
+
+    What ``nvidia-smi mig -lgip`` and NVML's profile info report, and what GFD labels as
+    ``<resource>.engines.*`` (shared/reference/mig-profiles.yaml ``engines_lgip``): Ampere (A100, A30):
+    a copy engine per compute slice, decoders 0/1/2/2 for 1/2/3/4 slices, all of them (A100: 5) for
+    the whole GPU; Hopper and newer: a copy engine, a decoder and a JPEG decoder per compute slice,
+    8 copy engines, 7 decoders and 7 JPEG decoders for the whole GPU. ``+me`` profiles get a decoder,
+    a JPEG decoder and the OFA; so does the whole GPU. No MIG instance has an encoder.
+    """
+    full = profile.compute_slices >= model.compute_slices
+    media = "+me" in profile.name or full
+    slices = profile.compute_slices
+    if model.architecture == ARCH_AMPERE:
+        copy = slices
+        decoder = _FULL_DECODERS.get(model.key, 5) if full else {1: 0, 2: 1, 3: 2, 4: 2}.get(slices, slices // 2)
+        jpeg = 1 if media else 0
+        if "+me" in profile.name:
+            decoder = max(decoder, 1)
+    else:
+        copy = 8 if full else slices
+        decoder = 7 if full else slices
+        jpeg = decoder
+    return {"copy": copy, "decoder": decoder, "encoder": 0, "jpeg": jpeg, "ofa": 1 if media else 0}
+
+
 def resource_name(profile_name, strategy="mixed"):
     """Kubernetes extended resource the device plugin advertises for one MIG device."""
     if strategy == "single":
