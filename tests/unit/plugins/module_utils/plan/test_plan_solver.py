@@ -357,3 +357,14 @@ def test_enumerated_layouts_are_valid_and_maximal():
     assert not packing.valid_layout(model, (("1g.10gb", 1), ("3g.40gb", 1), ("4g.40gb", 1)))
     assert not packing.valid_layout(model, (("1g.10gb", 1), ("3g.40gb", 2)))
     assert packing.valid_layout(model, (("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1)))
+
+
+@pytest.mark.parametrize("solver_name", SOLVERS)
+def test_many_distinct_time_sliced_shapes_stay_tractable(solver_name):
+    # 20 shapes of 2-21 GB with their own compute shares: the exact pattern search is capped, every replica is placed
+    items = [item("t", "s%d" % k, 2, 2 + k, compute=0.02 + 0.01 * k) for k in range(20)]
+    res = run([node("l%d" % i, L40S, 8) for i in range(4)], items, solver=solver_name)
+    assert res["summary"]["replicas_unplaced"] == 0
+    for units in gpu_units(res).values():
+        assert sum((2 + int(n[1:])) * r for n, sl, r in units) <= 48
+        assert sum((0.02 + 0.01 * int(n[1:])) * r for n, sl, r in units) <= 1 + 1e-9
