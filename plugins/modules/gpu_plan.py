@@ -29,7 +29,8 @@ description:
 author:
   - gpuops.k8s maintainers (@gpuops)
 requirements:
-  - scipy >= 1.9 and numpy on the controller for O(solver=exact), the heuristic's LP rounding and the LP bound (without them the heuristic runs its greedy part only)
+  - scipy >= 1.9 and numpy on the controller for O(solver=exact), the heuristic's LP rounding and the LP bound
+    (without them the heuristic runs its greedy part only)
 attributes:
   check_mode:
     support: full
