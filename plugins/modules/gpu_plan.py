@@ -22,21 +22,22 @@ description:
     Demand that cannot fit is returned in RV(plan.unplaced) with the limit it hit."
   - The exact solver is a MILP (scipy.optimize.milp, HiGHS); the heuristic is first-fit decreasing over catalog-valid
     layouts, in bulk, and plans 10,000 GPUs in well under a second. Both keep current layouts where they still
-    serve (O(disruption_budget)). RV(plan.summary.lower_bound_gpus) is the LP relaxation's bound (scipy) or a
+    serve (O(disruption_budget)). C(plan.summary.lower_bound_gpus) is the LP relaxation's bound (scipy) or a
     covering bound.
   - Pure computation on the controller (no NVML); the only change it makes is writing O(report). docs/planning.md
     has the decision tree, the formulation and a worked example.
 author:
   - gpuops.k8s maintainers (@gpuops)
 requirements:
-  - scipy >= 1.9 and numpy on the controller for O(solver=exact) and the LP bound (the heuristic needs neither)
+  - scipy >= 1.9 and numpy on the controller for O(solver=exact), the heuristic's LP rounding and the LP bound
+    (without them the heuristic runs its greedy part only)
 attributes:
   check_mode:
     support: full
     description: The plan is computed; O(report) is not written and C(changed) says whether it would be.
   diff_mode:
     support: full
-    description: Each node's MIG config and device-plugin config before (its O(nodes[].current)) and after; the report.
+    description: Each node's MIG config and device-plugin config before (its C(current)) and after; the report.
   platform:
     support: full
     description: Runs on the controller.

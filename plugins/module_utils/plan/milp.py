@@ -34,7 +34,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
 
-TS_PATTERN_LIMIT = 4000
+TS_PATTERN_LIMIT = 1000
 # A changed GPU layout costs this share of the dearest GPU's hourly price in the objective: the exact plan changes a
 # layout only where that saves at least as much (a re-plan keeps the fleet as it is where it can).
 CHURN_WEIGHT = 0.25
@@ -94,12 +94,15 @@ class _Model(object):
         return res
 
 
-def _ts_patterns(cap, classes, limit=TS_PATTERN_LIMIT):
+def _ts_patterns(cap, classes, limit=TS_PATTERN_LIMIT, max_visits=50000):
+    """Maximal multisets of (memory, compute) classes on one GPU; ``(patterns, truncated)``."""
     classes = sorted(classes, key=lambda c: (-c[0], -c[1]))
     out = []
+    visits = [0]
 
     def rec(k, pattern, mem, comp):
-        if len(out) >= limit:
+        visits[0] += 1
+        if len(out) >= limit or visits[0] > max_visits:
             return
         if k == len(classes):
             if pattern and all(mem + c[0] > cap + 1e-9 or comp + c[1] > 1 + 1e-9 for c in classes):
@@ -116,7 +119,7 @@ def _ts_patterns(cap, classes, limit=TS_PATTERN_LIMIT):
         pattern.pop(cls, None)
 
     rec(0, {}, 0.0, 0.0)
-    return out, len(out) >= limit
+    return out, len(out) >= limit or visits[0] > max_visits
 
 
 def _formulate(nodes, items, options, prices, objective, budget, placed=None, bound=False):
@@ -175,15 +178,26 @@ def _formulate(nodes, items, options, prices, objective, budget, placed=None, bo
                 j = mdl.var(("y", key, "cap"), gpu_cost(key), integer=False)
                 info["y"][(key, "cap")] = j
                 used[key][j] = 1
-                mdl.row(dict([(info["w"][(it.index, key)], options[it.index][key].memory_gb) for it in ts_items]
-                             + [(j, -cap)]), hi=0.0)
-                mdl.row(dict([(info["w"][(it.index, key)], options[it.index][key].compute) for it in ts_items]
-                             + [(j, -1.0)]), hi=0.0)
+                mem_row = dict((info["w"][(it.index, key)], options[it.index][key].memory_gb) for it in ts_items)
+                mem_row[j] = -cap
+                mdl.row(mem_row, hi=0.0)
+                comp_row = dict((info["w"][(it.index, key)], options[it.index][key].compute) for it in ts_items)
+                comp_row[j] = -1.0
+                mdl.row(comp_row, hi=0.0)
             else:
                 classes = sorted(set((options[it.index][key].memory_gb, options[it.index][key].compute)
                                      for it in ts_items))
                 pats, truncated = _ts_patterns(cap, classes)
                 info["ts_truncated"] = info["ts_truncated"] or truncated
+                if truncated:
+                    # every class can still be served: its own full GPU, and the greedy packing of the whole demand
+                    need = {}
+                    for it in ts_items:
+                        cls = (options[it.index][key].memory_gb, options[it.index][key].compute)
+                        need[cls] = need.get(cls, 0) + it.replicas
+                    extra = [((cls, int(min((cap + 1e-9) // cls[0], (1 + 1e-9) // cls[1]))),) for cls in classes]
+                    extra += [pat for pat, dummy in packing.pack_shared(cap, need)]
+                    pats = pats + [pat for pat in extra if pat not in set(pats)]
                 for pat in pats:
                     j = mdl.var(("y", key, pat), gpu_cost(key))
                     info["y"][(key, pat)] = j

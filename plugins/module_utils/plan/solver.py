@@ -210,8 +210,8 @@ def build_result(p, nodes, items, models, options, reasons, prices, fleet, resid
             o = options[it.index][mkey]
             reason = o.reason
         elif options[it.index]:
-            mkey, o = min(options[it.index].items(), key=lambda kv: (heuristic.unit_cost(kv[1], prices, p["objective"]),
-                                                                    kv[0]))
+            mkey, o = min(options[it.index].items(),
+                          key=lambda kv: (heuristic.unit_cost(kv[1], prices, p["objective"]), kv[0]))
             mode, res, reason = o.mode, opt.resource_of(o), o.reason
         else:
             mkey, mode, res, reason, o = None, None, None, "no GPU model of the fleet can serve it", None

@@ -10,7 +10,8 @@ A100 = "NVIDIA A100-SXM4-80GB"
 A100_40 = "NVIDIA A100-SXM4-40GB"
 H100 = "NVIDIA H100 80GB HBM3"
 L40S = "NVIDIA L40S"
-SOLVERS = ["exact", "heuristic"]
+# "greedy": the heuristic without its LP rounding (what runs where scipy is missing)
+SOLVERS = ["exact", "heuristic", "greedy"]
 
 
 def node(name, model, count=8, current=None):
@@ -30,6 +31,8 @@ def item(tenant, name, replicas, memory_gb, kind="inference", isolation="shared"
 def run(nodes, items, **kw):
     params = {"nodes": nodes, "demand": items}
     params.update(kw)
+    if params.get("solver") == "greedy":
+        params.update(solver="heuristic", lp_rounding=False)
     return solver.plan(params)
 
 
@@ -159,8 +162,8 @@ def test_not_enough_gpus_unplaces_the_lowest_priority_with_the_reason(solver_nam
 @pytest.mark.parametrize("solver_name", SOLVERS)
 def test_multi_gpu_replicas_stay_on_one_node(solver_name):
     res = run([node("a", A100, 4), node("b", A100, 8)],
-              [item("t", "ddp", 1, 70, kind="training", gpus_per_replica=8), item("t", "two", 2, 40, kind="training",
-                                                                                 gpus_per_replica=2)],
+              [item("t", "ddp", 1, 70, kind="training", gpus_per_replica=8),
+               item("t", "two", 2, 40, kind="training", gpus_per_replica=2)],
               solver=solver_name)
     ddp = [p for p in res["placements"] if p["name"] == "ddp"]
     assert len(ddp) == 8 and set(p["node"] for p in ddp) == {"b"}
@@ -242,8 +245,8 @@ def test_replan_after_a_10_pct_demand_change_reconfigures_at_most_15_pct(solver_
     same = run(nodes2, _mix(), solver=solver_name, current_configs=first["mig_parted_config"])
     # the same demand again changes no known layout; nodes whose every GPU had a layout keep their config
     assert same["summary"]["reconfigured_gpus"] == 0
-    full = [nc["node"] for nc in first["node_configs"] if nc["mig_config"]
-            and first["mig_parted_config"]["mig-configs"][nc["mig_config"]][0]["devices"] == "all"]
+    configs = first["mig_parted_config"]["mig-configs"]
+    full = [nc["node"] for nc in first["node_configs"] if nc["mig_config"] and configs[nc["mig_config"]][0]["devices"] == "all"]
     assert all(nc["mig_config"] == current[nc["node"]] for nc in same["node_configs"] if nc["node"] in full)
 
 
@@ -354,3 +357,14 @@ def test_enumerated_layouts_are_valid_and_maximal():
     assert not packing.valid_layout(model, (("1g.10gb", 1), ("3g.40gb", 1), ("4g.40gb", 1)))
     assert not packing.valid_layout(model, (("1g.10gb", 1), ("3g.40gb", 2)))
     assert packing.valid_layout(model, (("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1)))
+
+
+@pytest.mark.parametrize("solver_name", SOLVERS)
+def test_many_distinct_time_sliced_shapes_stay_tractable(solver_name):
+    # 20 shapes of 2-21 GB with their own compute shares: the exact pattern search is capped, every replica is placed
+    items = [item("t", "s%d" % k, 2, 2 + k, compute=0.02 + 0.01 * k) for k in range(20)]
+    res = run([node("l%d" % i, L40S, 8) for i in range(4)], items, solver=solver_name)
+    assert res["summary"]["replicas_unplaced"] == 0
+    for units in gpu_units(res).values():
+        assert sum((2 + int(n[1:])) * r for n, sl, r in units) <= 48
+        assert sum((0.02 + 0.01 * int(n[1:])) * r for n, sl, r in units) <= 1 + 1e-9
