@@ -56,6 +56,8 @@ options:
     description:
       - DCGM exporter metrics, a list of C({field, type, help}), for O(component=dcgm_exporter).
       - DCGM profiling fields (C(DCGM_FI_PROF_*)) are ratios or rates and must be V(gauge), as in dcgm-exporter's own CSVs.
+    type: list
+    elements: dict
   devices:
     description:
       - The devices dcgm-exporter watches (C(DCGM_EXPORTER_DEVICES_STR)), for O(component=dcgm_exporter).
@@ -63,8 +65,6 @@ options:
         is indexes or spans, for example V(g:0,2-4). Nothing else is valid.
     type: str
     default: f
-    type: list
-    elements: dict
   tenants:
     description: Tenants for O(component=tenancy) (see the P(gpuops.k8s.gpu_tenancy#role) role).
     type: list
