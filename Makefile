@@ -53,7 +53,7 @@ lint: venv
 	ansible-lint --offline
 
 units: venv
-	python -m pytest -q -p no:cacheprovider tests/unit
+	python -m pytest -q -rs -p no:cacheprovider tests/unit
 
 # GPU-host code must stay Python 3.9 compatible (RHEL 9).
 vermin: venv

@@ -80,9 +80,16 @@ def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=()):
                ANSIBLE_DEPRECATION_WARNINGS="false")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY, PLAYBOOK,
            "-e", "gpuops_sim_dir=" + sim_dir, "-e", "demo_dir=" + demo_dir] + list(extra)
+    trace = os.environ.get("GPUOPS_TRACE_DIR") or os.path.join(os.path.dirname(TOP), "shared", "data",
+                                                               "alibaba-gpu-2023", "csv")
+    nodes_csv = os.path.join(trace, "openb_node_list_gpu_node.csv")
+    pods_csv = os.path.join(trace, "openb_pod_list_default.csv")
+    if os.path.exists(nodes_csv) and os.path.exists(pods_csv):
+        cmd += ["-e", "demo_nodes_csv=" + nodes_csv, "-e", "demo_pods_csv=" + pods_csv]
     log_path = os.path.join(demo_dir, "logs", "demo-playbook.log")
     progress = Progress(out)
     play, showing, recap = "", False, False
+    timings, play_t0 = [], time.time()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 universal_newlines=True, bufsize=1)
@@ -91,10 +98,16 @@ def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=()):
             text = line.rstrip("\n")
             m_play, m_task = PLAY_RE.match(text), TASK_RE.match(text)
             if m_play:
-                play, showing = m_play.group(1), False
+                now = time.time()
+                if play:
+                    timings.append((play, now - play_t0))
+                play, showing, play_t0 = m_play.group(1), False, now
                 continue
             if m_task:
-                showing = m_task.group(2).split(" : ")[-1].startswith(SHOW)
+                task = m_task.group(2).split(" : ")[-1]
+                showing = task.startswith(SHOW)
+                if task.startswith(SHOW + "act "):  # an act begins: its title as a header
+                    progress.say("\n== " + task[len(SHOW):])
                 progress.task(play, m_task.group(2))
                 continue
             if RECAP_RE.match(text):
@@ -105,6 +118,9 @@ def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=()):
             elif text.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]")):
                 progress.say(text)
         rc = proc.wait()
+        if play:
+            timings.append((play, time.time() - play_t0))
+        log.write("\nwall time per play (s):\n" + "".join("  %6.1f  %s\n" % (t, name) for name, t in timings))
     progress.clear()
     return rc, log_path
 

@@ -80,3 +80,4 @@ def test_namespace_controller_finishes_deletion(k8s_cluster, unique):
             return e.status == 404
 
     wait_for(gone, 90, what="namespace %s deleted" % name)
+    assert not [c for c in core.list_config_map_for_all_namespaces().items if c.metadata.namespace == name]

@@ -73,8 +73,11 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
 
     act7 = _act(demo_dir, 7)
     pct = act7["allocated_pct"]
-    assert set(pct) == {"kube-default", "best-fit", "fgd"}
-    assert pct["fgd"] >= pct["best-fit"] >= pct["kube-default"] > 50, pct
+    assert set(pct) == set("%s/%s" % (s, p) for s in ("exclusive", "fractional") for p in ("random", "best-fit", "fgd"))
+    assert all(0 < v <= 100 for v in pct.values()), pct
+    if act7["pods_csv"].endswith("openb_pod_list_default.csv"):  # the whole trace: the paper's order and levels
+        assert pct["fractional/fgd"] > pct["fractional/best-fit"] > pct["fractional/random"], pct
+        assert abs(pct["fractional/fgd"] - 95.2) < 1.5 and abs(pct["fractional/random"] - 86.3) < 1.5, pct
     assert os.path.exists(act7["report"])
 
     # nothing left running, and --clean removes what the demo wrote

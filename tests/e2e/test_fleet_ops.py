@@ -2,9 +2,12 @@
 
 * a rolling MIG reconfiguration of 4 nodes (all-1g.10gb -> a mixed layout) while a deployment
   protected by a PodDisruptionBudget keeps its minimum available;
-* a fault injected in the simulator on the third node: rollback, node left cordoned and failed,
-  rollout stopped (the fourth node untouched);
-* an injected ECC error cordons exactly that node; clearing it uncordons it (after hysteresis).
+* a fault injected in the simulator on the third node: rollback (the GPUs' own layout checked in the
+  simulator state, not only the label the playbook writes), node left cordoned and failed, rollout
+  stopped (the fourth node untouched);
+* an injected ECC error cordons exactly that node; clearing it uncordons it (after hysteresis);
+* a fault that breaks the rollback too (on the fourth node): the run fails saying so, the node stays
+  cordoned, and nothing claims the last good layout the GPUs are not in.
 
 The device plugin is played by tests/e2e/lib/sim_device_plugin.py (a thread here): it reads each
 simulated host through the collection's NVML layer and updates its kwok node, as the real plugin
@@ -21,7 +24,7 @@ import pytest
 import yaml
 
 from lib import gpu_nodes
-from lib.sim_device_plugin import SimDevicePlugin
+from lib.sim_device_plugin import SimDevicePlugin, read_facts
 from lib.wait import wait_for
 
 TOP = gpu_nodes.TOP
@@ -35,6 +38,8 @@ MIG_CONFIG = {
     },
 }
 ALL_1G = {"nvidia.com/mig-1g.10gb": "14"}
+MIXED_PROFILES = ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+ALL_1G_PROFILES = ["1g.10gb"] * 7
 MIXED = {"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-2g.20gb": "2", "nvidia.com/mig-1g.10gb": "4"}
 
 
@@ -162,6 +167,11 @@ def fleet(k8s_cluster, tmp_path_factory):
         gpu_nodes.delete_node(api, n)
 
 
+def _layouts(fleet, name):
+    """The MIG instances each GPU of the simulated host really has (its NVML state), sorted by profile."""
+    return [sorted(i["profile"] for i in g["instances"]) for g in read_facts(fleet["sims"][name])["gpus"]]
+
+
 def _alloc(api, name, keys):
     alloc = api.read_node(name).status.allocatable
     return dict((k, alloc.get(k)) for k in keys)
@@ -249,12 +259,16 @@ def test_fault_on_third_node_rolls_back_and_stops(fleet):
     print(watcher.timeline())
     assert rc != 0, out[-4000:]
     assert "Rollout stopped" in out, out[-4000:]
+    assert "%s failed and was rolled back to mixed-a100" % third in out, out[-4000:]
     for name in names[:2]:
         labels = api.read_node(name).metadata.labels
         assert (labels["nvidia.com/mig.config"], labels["nvidia.com/mig.config.state"]) == ("all-1g.10gb", "success")
     node = api.read_node(third)
     assert node.metadata.labels["nvidia.com/mig.config.state"] == "failed"
     assert node.metadata.labels["nvidia.com/mig.config"] == "mixed-a100"
+    assert node.metadata.annotations["gpuops.k8s/mig.rollback"] == "succeeded"
+    # the label is written by the playbook; the GPUs themselves must be back in mixed-a100
+    assert _layouts(fleet, third) == [MIXED_PROFILES, MIXED_PROFILES]
     assert node.spec.unschedulable is True
     assert "INSUFFICIENT_RESOURCES" in node.metadata.annotations["gpuops.k8s/mig.failure-reason"] or \
         "Insufficient" in node.metadata.annotations["gpuops.k8s/mig.failure-reason"]
@@ -312,3 +326,47 @@ def test_ecc_error_cordons_exactly_that_node_and_recovery_uncordons(fleet):
     assert not node.spec.unschedulable
     assert not node.spec.taints
     assert "gpuops.k8s/health.reason" not in (node.metadata.annotations or {})
+
+
+def test_rollback_that_fails_too_is_reported_and_claims_nothing(fleet):
+    """A permanent GPU-instance creation fault on the fourth node breaks the change and its rollback: the
+    run fails saying the rollback failed, the node stays cordoned with state failed, and its labels do
+    not claim the last good layout (mixed-a100) that the GPUs are not in."""
+    api = fleet["api"]
+    fourth = fleet["names"][3]
+    assert _layouts(fleet, fourth) == [MIXED_PROFILES, MIXED_PROFILES]
+
+    def faults(entries):
+        play = fleet["work"] / "fault-permanent.yml"
+        play.write_text(yaml.safe_dump([{
+            "name": "Faults", "hosts": fourth, "gather_facts": False,
+            "tasks": [{"name": "Faults", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "faults": entries}}]}]))
+        rc, out = _playbook([str(play)], fleet["inventory"], fleet["kubeconfig"])
+        assert rc == 0, out[-3000:]
+
+    # no count: every creation fails, the rollback's too
+    faults([{"call": "nvmlDeviceCreateGpuInstanceWithPlacement", "error": "NVML_ERROR_INSUFFICIENT_RESOURCES"}])
+    try:
+        rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=" + fourth,
+                             "-e", "mig_reconfigure_config=all-1g.10gb"], fleet["inventory"], fleet["kubeconfig"])
+    finally:
+        faults([])
+    assert rc != 0, out[-4000:]
+    assert "%s failed and its rollback to mixed-a100 failed too" % fourth in out, out[-4000:]
+    assert "Rollout stopped" in out, out[-4000:]
+    node = api.read_node(fourth)
+    labels, annotations = node.metadata.labels, node.metadata.annotations
+    assert labels["nvidia.com/mig.config.state"] == "failed"
+    # what was asked, not the last good layout: the GPUs are in neither
+    assert labels["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert annotations["gpuops.k8s/mig.rollback"] == "failed"
+    assert annotations["gpuops.k8s/mig.config.attempted"] == "all-1g.10gb"
+    assert annotations["gpuops.k8s/mig.config.last-good"] == "mixed-a100"
+    reason = annotations["gpuops.k8s/mig.failure-reason"]
+    assert "rollback to mixed-a100 failed too" in reason and reason.count("INSUFFICIENT_RESOURCES") >= 2, reason
+    assert node.spec.unschedulable is True
+    layouts = _layouts(fleet, fourth)
+    # the host is in neither layout (a GPU the run never reached may still hold mixed-a100)
+    assert layouts not in ([MIXED_PROFILES] * 2, [ALL_1G_PROFILES] * 2), layouts
+    assert any(layout not in (MIXED_PROFILES, ALL_1G_PROFILES) for layout in layouts), layouts

@@ -8,7 +8,8 @@ plugin (tests/e2e/lib/sim_device_plugin.py, a thread here) publishes each host's
 its node, as ``make cluster-up`` runs it for the lab.
 
 sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
-again (changed=0 on every host) -> gpu_nodes.yml, k8s_gpu_stack.yml, tenancy.yml each alone
+again (changed=0 on every host) -> site.yml --check again (the capacity check now passes with the default
+policy) -> gpu_nodes.yml, k8s_gpu_stack.yml, tenancy.yml each alone
 (changed=0) -> a per-node device plugin config change (the simulated plugin advertises what the
 node's config says) -> mig_reconfigure.yml on the A100 pool -> gpu_nodes.yml refuses to undo it
 while the inventory names the old config -> health.yml with an Xid injected in a host's kernel log
@@ -34,6 +35,7 @@ INVENTORY = os.path.join("inventories", "sim", "hosts.yml")
 HOSTS = ("dgx-a100-01", "hgx-h100-01", "hgx-h200-01", "l40s-01")
 NAMESPACES = ("nvidia-device-plugin", "gpu-monitoring", "monitoring", "inference", "research")
 PRIORITY_CLASSES = ("gpu-critical", "gpu-high", "gpu-low")
+CAPACITY_TASK = "Validate tenants, quotas, priority classes and capacity (fails before any object changes)"
 
 
 def playbook(lab, name, *extra, **kw):
@@ -143,6 +145,10 @@ def test_site_check_mode_changes_nothing(lab):
     stats = out["stats"]
     assert set(stats) == set(HOSTS) | {"localhost"}
     assert all(s["failures"] == 0 and s["unreachable"] == 0 for s in stats.values()), stats
+    # ... and it is the overcommit docs/simulated-lab.md describes: MIG quotas against no MIG slices yet
+    capacity = results(out, CAPACITY_TASK)["localhost"]["capacity"]
+    assert "nvidia.com/mig-1g.10gb" in capacity["overcommitted"], capacity
+    assert capacity["resources"]["nvidia.com/mig-1g.10gb"]["allocatable"] == 0, capacity
     # the plan is there: MIG changes per host, the stack and the tenants
     plan = results(out, "Plan the layout (validates it on every GPU; changes nothing)")
     assert plan["dgx-a100-01"]["changed"] and not plan["l40s-01"]["changed"]
@@ -185,7 +191,14 @@ def test_site_sets_up_hosts_and_cluster(lab):
     assert labels == {"dgx-a100-01": "mig-mixed", "hgx-h100-01": "mig-mixed", "hgx-h200-01": "mig-mixed",
                       "l40s-01": "time-sliced-4"}
     apps = client.AppsV1Api(lab["cluster"].api_client())
-    assert apps.read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    ds = apps.read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    plugin = [c for c in ds.spec.template.spec.containers if c.name == "nvidia-device-plugin"][0]
+    assert plugin.image == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert dict((e.name, e.value) for e in plugin.env)["CONFIG_FILE"] == "/config/config.yaml"
+    # one pod per GPU node of the lab, none elsewhere
+    wait_for(lambda: apps.read_namespaced_daemon_set_status(
+        "nvidia-device-plugin", "nvidia-device-plugin").status.desired_number_scheduled == len(HOSTS), 30,
+        what="the device plugin DaemonSet on the %d GPU nodes" % len(HOSTS))
     hard = api.read_namespaced_resource_quota("gpu-quota", "inference").spec.hard
     assert hard["requests.nvidia.com/mig-1g.10gb"] == "28"
     hpa = client.AutoscalingV2Api(lab["cluster"].api_client()).read_namespaced_horizontal_pod_autoscaler(
@@ -196,6 +209,20 @@ def test_site_sets_up_hosts_and_cluster(lab):
 def test_site_second_run_changes_nothing(lab):
     out = playbook(lab, "site.yml")
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
+
+
+def test_site_check_mode_after_the_real_run_passes_the_capacity_check(lab):
+    """docs/simulated-lab.md: after the real run the same ``site.yml --check`` capacity check passes, with
+    the default policy (fail) instead of the warn override the fresh lab needs."""
+    out = playbook(lab, "site.yml", "--check", "--diff")
+    stats = out["stats"]
+    assert all(s["failures"] == 0 and s["unreachable"] == 0 and s["changed"] == 0 for s in stats.values()), \
+        (stats, changed_tasks(out))
+    capacity = results(out, CAPACITY_TASK)["localhost"]["capacity"]
+    assert capacity["overcommitted"] == [], capacity
+    assert not [w for w in capacity["warnings"] if "allocatable" in w], capacity["warnings"]
+    mig = capacity["resources"]["nvidia.com/mig-1g.10gb"]
+    assert 0 < mig["quota"] <= mig["allocatable"], mig
 
 
 @pytest.mark.parametrize("part", ["gpu_nodes.yml", "k8s_gpu_stack.yml", "tenancy.yml"])
@@ -307,8 +334,12 @@ def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
     assert h100.metadata.labels["nvidia.com/mig.config"] == "h100-mixed"
     assert h100.spec.unschedulable
     assert "IN_USE" in h100.metadata.annotations["gpuops.k8s/mig.failure-reason"], h100.metadata.annotations
+    assert h100.metadata.annotations["gpuops.k8s/mig.rollback"] == "succeeded"
+    # the label is the playbook's word; the GPUs' own state (simulator) shows the rollback happened
     after = live_facts(lab, "hgx-h100-01")
     assert [profiles(after, i) for i in range(8)] == [profiles(before, i) for i in range(8)]
+    assert [g["mig_mode_current"] for g in after["gpus"]] == [g["mig_mode_current"] for g in before["gpus"]] == [True] * 8
+    assert not any(g["mig_mode_pending"] != g["mig_mode_current"] for g in after["gpus"])
 
 
 def test_demo_runs_on_the_lab(lab):

@@ -126,7 +126,8 @@ def test_all_zero_counts_rejected_but_some_zero_ok():
 @pytest.mark.parametrize("profile", ["1g.10gb", "1g.10gb+me", "1g.24gb+me.all", "1g.24gb+gfx", "1g.24gb-me",
                                      "1c.3g.40gb", "2c.7g.80gb", "1g.24gb+me,gfx"])
 def test_profile_grammar_accepted(profile):
-    mig_config.parse_spec(spec([entry(**{"mig-devices": {profile: 1}})]))
+    cfg = mig_config.parse_spec(spec([entry(**{"mig-devices": {profile: 1}})]))["cfg"]
+    assert cfg[0].mig_devices == {profile: 1}
 
 
 @pytest.mark.parametrize("profile", ["1g", "10gb", "1g.10", "g.10gb", "1g.10gb+xx", "1g.10gb+me-me",
@@ -297,15 +298,26 @@ def test_default_config_resolves_per_model(defaults, name):
 
 
 def test_every_default_config_plans_on_every_model_it_matches(defaults):
+    planned = {}
     for name, entries in sorted(defaults.items()):
         for model in gpu_catalog.model_keys():
             m = gpu_catalog.CATALOG[model]
             for v in m.variants:
                 g = gpu(0, model, pci_device_id="0x%04X" % v.pci_device_id)
                 res = mig_config.resolve(entries, [g])
-                if 0 in res and res[0].mig_enabled:
-                    targets = mig_plan.targets_from_mig_devices(res[0].mig_devices, m.profiles, model)
-                    mig_plan.plan_gpu(m.profiles, [], targets, label=model)
+                if 0 not in res or not res[0].mig_enabled:
+                    continue
+                targets = mig_plan.targets_from_mig_devices(res[0].mig_devices, m.profiles, model)
+                plan = mig_plan.plan_gpu(m.profiles, [], targets, label=model)
+                # on an empty GPU the plan creates exactly the configured instances, keeps and destroys nothing
+                assert (plan.keep, plan.destroy) == ([], []), (name, v.nvml_name)
+                assert sorted(t.profile for t, _start in plan.create) == sorted(t.profile for t in targets), (name, v.nvml_name)
+                planned.setdefault(name, set()).add(model)
+    # every MIG layout of the defaults was planned on the models EXPECTED names for it (no vacuous pass)
+    for name, per_model in EXPECTED.items():
+        for model, want in per_model.items():
+            if isinstance(want, dict):
+                assert model in planned.get(name, set()), (name, model)
 
 
 def test_h200_nvl_gap_in_all_1g_35gb(defaults):

@@ -1,10 +1,19 @@
 # -*- coding: utf-8 -*-
 """The NVML access layer: error codes, translation of pynvml errors, real-backend failures.
 
-The last tests run the real pynvml against no NVIDIA library at all and against Debian's real
-libnvidia-ml1 (535) without a kernel driver, in subprocesses, and check the one clear message.
+The last tests run the real pynvml in subprocesses. Which ones apply depends on the machine:
+
+- no libnvidia-ml.so.1 on the machine: the real pynvml finds no library (one clear message);
+- no NVIDIA kernel driver (no /proc/driver/nvidia): Debian's real libnvidia-ml1 (535) reports the
+  driver not loaded (one clear message);
+- a loaded driver and its libnvidia-ml (a GPU runner): gpu_info reads the real GPUs, read-only, and
+  its facts are compared with what pynvml reports directly.
+
+Each group is skipped with its reason where the machine cannot produce its case (pytest reports
+skips as skipped, never as passed; ``make units`` prints the reasons).
 """
 
+import ctypes
 import json
 import os
 import shutil
@@ -238,15 +247,35 @@ def _run_module(module, args, ld_library_path):
 
 
 def _system_has_libnvidia_ml():
-    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu"):
+    """libnvidia-ml.so.1 installed where the dynamic loader finds it without LD_LIBRARY_PATH."""
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu",
+              "/usr/lib/aarch64-linux-gnu", "/lib64"):
         if os.path.exists(os.path.join(d, "libnvidia-ml.so.1")):
             return True
-    return False
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")  # ld.so.cache, container-toolkit injected libraries, ...
+    except OSError:
+        return False
+    return True
 
 
+def _nvidia_driver_loaded():
+    return os.path.exists("/proc/driver/nvidia")
+
+
+HAS_LIBNVIDIA_ML = _system_has_libnvidia_ml()
+HAS_DRIVER = _nvidia_driver_loaded()
+no_library_only = pytest.mark.skipif(
+    HAS_LIBNVIDIA_ML, reason="libnvidia-ml.so.1 is installed on this machine: the no-library case cannot be produced")
+no_driver_only = pytest.mark.skipif(
+    HAS_DRIVER, reason="the NVIDIA kernel driver is loaded (/proc/driver/nvidia): the driver-not-loaded case cannot be produced")
+real_gpu_only = pytest.mark.skipif(
+    not (HAS_DRIVER and HAS_LIBNVIDIA_ML),
+    reason="no NVIDIA driver and libnvidia-ml.so.1 on this machine: the real-GPU read-only tests need a GPU host")
+
+
+@no_library_only
 def test_real_pynvml_without_any_nvidia_library():
-    if _system_has_libnvidia_ml():
-        pytest.fail("this test needs a machine without libnvidia-ml.so.1 installed system-wide")
     empty = tempfile.mkdtemp()
     try:
         out = _probe(empty)
@@ -320,12 +349,107 @@ def keep_dev_clean():
                 pass
 
 
+@no_driver_only
 def test_real_pynvml_with_debian_libnvidia_ml_and_no_driver(debian_libnvidia_ml, keep_dev_clean):
-    if os.path.exists("/proc/driver/nvidia"):
-        pytest.fail("this test needs a machine without the NVIDIA kernel driver (/proc/driver/nvidia exists)")
     out = _probe(debian_libnvidia_ml)
     assert out["details"]["nvml_error"] == "NVML_ERROR_DRIVER_NOT_LOADED", out
     assert out["msg"].startswith("NVIDIA driver not loaded")
     result = _run_module("mig_mode", {"state": "enabled"}, debian_libnvidia_ml)
     assert result["failed"] and result["msg"].startswith("NVIDIA driver not loaded")
     assert result["nvml_error_code"] == 9
+
+
+# ------------------------------------------------------------------------------------------------
+# A GPU host: gpu_info against the real driver, read-only, checked against pynvml itself
+# ------------------------------------------------------------------------------------------------
+
+# What pynvml reports directly, without the collection: the reference for gpu_info's facts.
+REFERENCE = r"""
+import json
+import pynvml
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+pynvml.nvmlInit()
+try:
+    gpus = []
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        try:
+            current, pending = pynvml.nvmlDeviceGetMigMode(h)
+            mig = {"capable": True, "current": bool(current), "pending": bool(pending)}
+        except pynvml.NVMLError_NotSupported:
+            mig = {"capable": False, "current": False, "pending": False}
+        gpus.append({"name": text(pynvml.nvmlDeviceGetName(h)), "uuid": text(pynvml.nvmlDeviceGetUUID(h)),
+                     "memory_total_mib": int(pynvml.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024),
+                     "mig": mig})
+    out = {"driver_version": text(pynvml.nvmlSystemGetDriverVersion()), "gpus": gpus}
+finally:
+    pynvml.nvmlShutdown()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def real_gpus():
+    """(gpu_info's result, pynvml's own view) on this GPU host; both read-only."""
+    pytest.importorskip("pynvml")
+    env = dict(os.environ)
+    env.pop("GPUOPS_NVML_SIMULATOR", None)
+    proc = subprocess.run([sys.executable, "-c", REFERENCE], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    reference = json.loads(proc.stdout)
+    result = _run_module("gpu_info", {}, os.environ.get("LD_LIBRARY_PATH", ""))
+    assert not result.get("failed"), result.get("msg")
+    return result, reference
+
+
+@real_gpu_only
+def test_real_gpu_info_reads_every_gpu(real_gpus):
+    result, reference = real_gpus
+    assert result["backend"] == "nvml"
+    assert result["changed"] is False
+    assert len(reference["gpus"]) >= 1, "the driver is loaded but NVML sees no GPU"
+    assert len(result["gpus"]) == len(reference["gpus"])
+    assert result["driver_version"] == reference["driver_version"]
+    assert [g["index"] for g in result["gpus"]] == list(range(len(reference["gpus"])))
+    assert [g["uuid"] for g in result["gpus"]] == [g["uuid"] for g in reference["gpus"]]
+    assert all(g["lost"] is False for g in result["gpus"])
+
+
+@real_gpu_only
+def test_real_gpu_names_are_in_the_catalog(real_gpus):
+    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+    result, reference = real_gpus
+    for got, ref in zip(result["gpus"], reference["gpus"]):
+        assert got["name"] == ref["name"]
+        model = gpu_catalog.lookup_model(ref["name"])
+        assert model is not None, "%s is not in the GPU catalog (keys: %s)" % (ref["name"], ", ".join(gpu_catalog.model_keys()))
+        assert got["model"] == model.key
+
+
+@real_gpu_only
+def test_real_gpu_memory_matches_nvml(real_gpus):
+    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+    result, reference = real_gpus
+    for got, ref in zip(result["gpus"], reference["gpus"]):
+        assert got["memory_total_mib"] == ref["memory_total_mib"]
+        model = gpu_catalog.find_model(got["model"])
+        # the catalog holds the total NVML reports for the model; drivers differ by a few MiB
+        assert abs(got["memory_total_mib"] - model.total_memory_mib) <= 0.02 * model.total_memory_mib, \
+            (got["name"], got["memory_total_mib"], model.total_memory_mib)
+
+
+@real_gpu_only
+def test_real_gpu_mig_mode_matches_nvml(real_gpus):
+    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+    result, reference = real_gpus
+    for got, ref in zip(result["gpus"], reference["gpus"]):
+        assert got["mig_capable"] == ref["mig"]["capable"]
+        assert got["mig_mode_current"] == ref["mig"]["current"]
+        assert got["mig_mode_pending"] == ref["mig"]["pending"]
+        assert got["mig_capable"] == gpu_catalog.mig_capable(gpu_catalog.find_model(got["model"]))
+        if not got["mig_mode_current"]:
+            assert got["instances"] == []
