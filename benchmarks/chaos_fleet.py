@@ -231,7 +231,7 @@ def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None,
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--rate", type=float, default=0.05)
