@@ -21,11 +21,13 @@ TEST_TARGETS := lint units vermin integration sanity
 
 -include mk/*.mk
 
-.PHONY: help venv collections demo test lint units vermin integration sanity clean
+.PHONY: help venv collections demo demo-mig demo-clean test lint units vermin integration sanity clean
 
 help:
 	@echo "make venv         create .venv (pinned toolchain) and install collections (no Galaxy)"
-	@echo "make demo         run the MIG demo on the simulated lab (inventories/sim)"
+	@echo "make demo         the whole story on the simulated lab: fleet, plan, MIG, cluster, tenants, fault, what-if"
+	@echo "make demo-mig     the MIG-only demo on the simulated hosts (no cluster)"
+	@echo "make demo-clean   stop what a demo left running and remove its outputs (.cache/demo)"
 	@echo "make test         everything CI runs: $(TEST_TARGETS)"
 	@echo "make clean        remove build outputs (.build, .cache/ansible)"
 
@@ -36,7 +38,13 @@ collections:
 	@hack/install-collections.sh $(COLLECTIONS_ROOT)
 
 demo: venv collections
+	@python hack/demo.py
+
+demo-mig: venv collections
 	ansible-playbook -i inventories/sim/hosts.yml playbooks/demo_mig.yml
+
+demo-clean:
+	@python hack/demo.py --clean
 
 test: venv collections
 	@set -e; for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done

@@ -82,6 +82,25 @@ def import_tarball(tarball):
     return proc.stdout.splitlines()
 
 
+def playbook_paths(name):
+    """The playbooks of the checkout a name in the importer's output means.
+
+    The importer names a playbook as written where it is imported: ``plan.yml``, ``lab/demo.yml``, or
+    relative to the importing playbook (``../site.yml`` from playbooks/lab/, ``demo_cluster.yml`` beside
+    it). Every file under playbooks/ whose path ends with the name (``../`` parts dropped) is meant.
+    """
+    if os.path.isfile(os.path.join(TOP, name)) and not name.startswith(".."):
+        return [name]
+    tail = "/".join(part for part in name.split("/") if part not in ("..", "."))
+    found = []
+    for root, _dirs, files in os.walk(os.path.join(TOP, "playbooks")):
+        for f in files:
+            rel = os.path.relpath(os.path.join(root, f), TOP)
+            if rel.endswith("/" + tail):
+                found.append(rel)
+    return sorted(found) or ["playbooks/" + tail]
+
+
 def syntax_check_with_dependencies(playbook):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
     proc = run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--syntax-check", "-i",
@@ -106,8 +125,7 @@ def main():
         if unresolved and unresolved.group(1) in dependencies:
             unavoidable.append(text)
         elif failed:
-            name = failed.group(1)
-            playbooks.add(name if "/" in name else "playbooks/" + name)
+            playbooks.update(playbook_paths(failed.group(1)))
             unavoidable.append(text)
         else:
             fixable.append(text)

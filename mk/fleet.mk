@@ -3,7 +3,10 @@
 #   make ee-context   the build context in .build/ee (then: podman build -f .build/ee/Containerfile .build/ee)
 #   make bench-fleet  200 simulated 8-GPU hosts: gpu_info + mig_partition (check mode) vs ping + command
 #                     (benchmarks/fleet_overhead.py; BENCH_FLEET_ARGS="--hosts 50 --runs 1" for a short run)
-.PHONY: ee-check ee-context bench-fleet
+#   make chaos        50 simulated 8-GPU hosts, playbooks/gpu_nodes.yml (mig role) with seeded random NVML faults on
+#                     5 % of mutating calls, re-run until converged; prints faults, hosts failed, runs to converge
+#                     (benchmarks/chaos_fleet.py; CHAOS_ARGS="--hosts 10 --gpus 2" for a short run). Not in make test.
+.PHONY: ee-check ee-context bench-fleet chaos
 
 TEST_TARGETS += ee-check
 
@@ -18,6 +21,9 @@ ee-context: venv
 
 bench-fleet: venv collections
 	python benchmarks/fleet_overhead.py $(BENCH_FLEET_ARGS)
+
+chaos: venv collections
+	python benchmarks/chaos_fleet.py --json .build/chaos.json $(CHAOS_ARGS)
 
 # AWX jobs and event-driven remediation (docs/awx.md), on the local control plane like make e2e:
 #   make awx-jobs   every job template of awx/job_templates.yml launched with ansible-runner as AWX does, in a

@@ -11,7 +11,9 @@
 
 Each memory slice is a cell of ``width`` characters; an instance spans its placement's cells
 (``start``/``size`` in memory slices); ``·`` is a free slice; ``*`` marks an instance with processes;
-compute instances inside a GI are shown as ``3x1c``. Pure function of gpu facts (the ``gpus`` shape
+compute instances inside a GI are shown as ``3x1c``; ``!`` starts a GPU instance without a compute
+instance (no MIG device: e.g. left by a failure between two NVML calls), and the line ends with how
+many there are. Pure function of gpu facts (the ``gpus`` shape
 of gpu_info), Python 3.9 compatible.
 """
 
@@ -82,6 +84,7 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
     cells = []
     pos = 0
     used_compute = 0
+    no_ci = 0
     for inst in instances:
         if inst.start is None or inst.size is None:
             continue
@@ -90,6 +93,9 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
             pos += 1
         span = inst.size * width + (inst.size - 1)
         text = inst.profile + ("*" if inst.busy else "") + _ci_label(inst)
+        if not inst.compute_instances:
+            no_ci += 1
+            text = "!" + text
         cells.append(_cell(text, span))
         pos = inst.start + inst.size
         used_compute += mig_plan._gi_slices(inst.profile)
@@ -100,6 +106,8 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
     tail = "  %d/%s compute" % (used_compute, total if total else "?")
     if pending is False:
         tail += "  (MIG disable pending reset)"
+    if no_ci:
+        tail += "  %d GPU instance%s without compute instance" % (no_ci, "" if no_ci == 1 else "s")
     return "%s [%s]%s" % (label, "|".join(cells), tail)
 
 

@@ -114,6 +114,13 @@ def _balanced8(profiles):
 
 _A100_SM = (14, 14, 14, 28, 42, 56, 98)
 
+# Default on-demand prices, USD per GPU-hour, one GPU (override with the planner's ``prices``). Sources, read
+# 2026: public on-demand list prices of AWS (g4dn.xlarge T4 $0.526, g5.xlarge A10 $1.006, g6 L4), Google Cloud
+# (a2-highgpu A100 40GB, g2 L4) per GPU, and the 2026 provider surveys (mercatus-ai.com "cloud GPU pricing":
+# A100 80GB $1.50-3.00 hyperscaler, H100 SXM $3.50-5.00, H200 $4.50-7.00; lyceum.technology: B200 $4.50-6.00
+# specialised clouds, more on hyperscalers). The table takes the upper, hyperscaler-like end of each range so that
+# the ratios between models hold; real prices differ by provider, commitment and region.
+
 _MODELS = []
 
 
@@ -163,7 +170,7 @@ _mig_model(
         GiProfile("2g.12gb+me", GI_PROFILE_2_SLICE_REV1, 6, 2, 2, 1, (0, 2), 11968, 28),
         GiProfile("4g.24gb", GI_PROFILE_4_SLICE, 0, 4, 4, 1, (0,), 24000, 56),
     ),
-    "460.73.01", compute_slices=4, memory_slices=4, balanced={"1g.6gb": 2, "2g.12gb": 1},
+    "460.73.01", compute_slices=4, memory_slices=4, balanced={"1g.6gb": 2, "2g.12gb": 1}, price=1.2,
 )
 _mig_model(
     "a100_40gb", "NVIDIA A100 40GB",
@@ -173,7 +180,7 @@ _mig_model(
      ("NVIDIA A800 40GB PCIe", 0x20F6, "A800 40GB PCIe")],
     ARCH_AMPERE, 40960,
     _standard8((5, 10, 10, 20, 20, 40), (4864, 9856, 9856, 19968, 19968, 40192), _A100_SM),
-    "450.80.02",
+    "450.80.02", price=3.0,
 )
 _mig_model(
     "a100_80gb", "NVIDIA A100 80GB",
@@ -201,7 +208,7 @@ _mig_model(
      ("NVIDIA H800 NVL", 0x233A, "H800 NVL")],
     ARCH_HOPPER, 95830,
     _standard8((12, 24, 24, 47, 47, 94), (11008, 22144, 22144, 47488, 47488, 95360)),
-    "525.85.12",
+    "525.85.12", price=4.8,
 )
 _mig_model(
     "h200_141gb", "NVIDIA H200 141GB (SXM and NVL)",
@@ -217,14 +224,14 @@ _mig_model(
      ("NVIDIA H100 96GB", 0x233D, "H100 96GB")],
     ARCH_HOPPER, 97871,
     _standard8((12, 24, 24, 48, 48, 96), (11264, 23552, 23552, 47616, 47616, 95232)),
-    None, notes="minimum driver not documented in the MIG guide's table",
+    None, price=5.0, notes="minimum driver not documented in the MIG guide's table",
 )
 _mig_model(
     "gh200_144gb", "NVIDIA GH200 144G HBM3e",
     [("NVIDIA GH200 144G HBM3e", 0x2348, "GH200 144G HBM3e")],
     ARCH_HOPPER, 147456,
     _standard8((18, 36, 36, 72, 72, 144), (17920, 36096, 36096, 72192, 72192, 144384)),
-    None, notes="NVML name, total memory and 3g/4g/7g sizes not confirmed on hardware (estimated)",
+    None, price=5.5, notes="NVML name, total memory and 3g/4g/7g sizes not confirmed on hardware (estimated)",
 )
 _mig_model(
     "b200_180gb", "NVIDIA B200",
@@ -232,16 +239,16 @@ _mig_model(
     ARCH_BLACKWELL, 183359,
     _standard8((23, 45, 45, 90, 90, 180), (22528, 45312, 45312, 90624, 90624, 181248),
                (18, 18, 30, 36, 72, 72, 148)),
-    "570.133.20",
+    "570.133.20", price=8.0,
     notes="3g/4g/7g memory sizes and SM counts not confirmed on hardware (estimated); placements assumed "
           "to follow the 8-memory-slice pattern",
 )
 _plain_model("l40s_48gb", "NVIDIA L40S 48GB", [("NVIDIA L40S", 0x26B9, "L40S")], ARCH_ADA, 46068, price=1.5)
-_plain_model("l4_24gb", "NVIDIA L4 24GB", [("NVIDIA L4", 0x27B8, "L4")], ARCH_ADA, 23034)
+_plain_model("l4_24gb", "NVIDIA L4 24GB", [("NVIDIA L4", 0x27B8, "L4")], ARCH_ADA, 23034, price=0.8)
 _plain_model("rtx4090_24gb", "NVIDIA GeForce RTX 4090",
              [("NVIDIA GeForce RTX 4090", 0x2684, "RTX 4090")], ARCH_ADA, 24564, price=0.8)
-_plain_model("a10_24gb", "NVIDIA A10", [("NVIDIA A10", 0x2236, "A10")], ARCH_AMPERE, 23028)
-_plain_model("t4_16gb", "NVIDIA T4", [("Tesla T4", 0x1EB8, "T4")], ARCH_TURING, 15360)
+_plain_model("a10_24gb", "NVIDIA A10", [("NVIDIA A10", 0x2236, "A10")], ARCH_AMPERE, 23028, price=1.0)
+_plain_model("t4_16gb", "NVIDIA T4", [("Tesla T4", 0x1EB8, "T4")], ARCH_TURING, 15360, price=0.53)
 
 CATALOG = dict((m.key, m) for m in _MODELS)
 
@@ -396,6 +403,36 @@ def profile_by_constant(model, constant):
         if p.constant == constant:
             return p
     return None
+
+
+# Video decoders of the whole GPU (the full-size GPU instance gets them all).
+_FULL_DECODERS = {"a100_40gb": 5, "a100_80gb": 5, "a30_24gb": 4}
+
+
+def profile_engines(model, profile):
+    """Shared engines of a GPU instance of ``profile`` (GiProfile): {copy, decoder, encoder, jpeg, ofa}.
+
+    What ``nvidia-smi mig -lgip`` and NVML's profile info report, and what GFD labels as
+    ``<resource>.engines.*`` (shared/reference/mig-profiles.yaml ``engines_lgip``): Ampere (A100, A30):
+    a copy engine per compute slice, decoders 0/1/2/2 for 1/2/3/4 slices, all of them (A100: 5) for
+    the whole GPU; Hopper and newer: a copy engine, a decoder and a JPEG decoder per compute slice,
+    8 copy engines, 7 decoders and 7 JPEG decoders for the whole GPU. ``+me`` profiles get a decoder,
+    a JPEG decoder and the OFA; so does the whole GPU. No MIG instance has an encoder.
+    """
+    full = profile.compute_slices >= model.compute_slices
+    media = "+me" in profile.name or full
+    slices = profile.compute_slices
+    if model.architecture == ARCH_AMPERE:
+        copy = slices
+        decoder = _FULL_DECODERS.get(model.key, 5) if full else {1: 0, 2: 1, 3: 2, 4: 2}.get(slices, slices // 2)
+        jpeg = 1 if media else 0
+        if "+me" in profile.name:
+            decoder = max(decoder, 1)
+    else:
+        copy = 8 if full else slices
+        decoder = 7 if full else slices
+        jpeg = decoder
+    return {"copy": copy, "decoder": decoder, "encoder": 0, "jpeg": jpeg, "ofa": 1 if media else 0}
 
 
 def resource_name(profile_name, strategy="mixed"):

@@ -18,9 +18,19 @@ Facts (shared/reference/k8s-gpu-stack.md sections 1.5, 1.6, 2.2):
 * ``mixed``: full GPUs stay ``nvidia.com/gpu``; each MIG profile whose compute-instance slices equal
   its GPU-instance slices is ``nvidia.com/mig-<profile>`` ('+' becomes '.'), with per-profile labels.
 * Sharing (time-slicing, MPS): each device is advertised ``replicas`` times; ``gpu.replicas`` is
-  the replica count (1 when the config shares nothing, 0 when no sharing config is given at all);
-  ``-SHARED`` is appended to the product unless ``rename_by_default``, which advertises
+  the replica count, 1 when nothing is shared (GFD always runs with a config, so ``getReplicas`` is
+  1 for an unshared resource). GFD labels MIG-enabled parent GPUs without sharing
+  (``NewGPUResourceLabelerWithoutSharing``): when every GPU of the product has MIG enabled,
+  ``gpu.replicas`` is 0 and ``gpu.sharing-strategy`` none (a full GPU of the same product overrides
+  that). ``-SHARED`` is appended to the product unless ``rename_by_default``, which advertises
   ``<resource>.shared`` instead. MPS is refused with MIG devices and with the ``mixed`` strategy.
+* ``single`` with an invalid layout: product ``<product>-MIG-INVALID``, count 0, memory 0, replicas 0
+  and an empty sharing strategy (``newInvalidMigStrategyLabeler``).
+* MIG devices carry GFD's attribute labels: ``.memory``, ``.multiprocessors``, ``.slices.gi``,
+  ``.slices.ci`` and ``.engines.{copy,decoder,encoder,jpeg,ofa}`` (gpu_catalog.profile_engines).
+* ``nvidia.com/gpu.present`` is NOT a GFD label: the GPU Operator writes it (on nodes NFD found an
+  NVIDIA PCI device on). It is emitted here because the simulated lab has no GPU Operator and the
+  lab's DaemonSets (dcgm-exporter, device plugin) select on it.
 """
 
 from __future__ import annotations
@@ -203,6 +213,11 @@ def _gpu_labels(product, count, memory, replicas_label, strategy_label):
             "nvidia.com/gpu.sharing-strategy": strategy_label}
 
 
+def _engine_labels(resource, model, prof):
+    eng = gpu_catalog.profile_engines(model, prof)
+    return dict(("%s.engines.%s" % (resource, k), str(v)) for k, v in eng.items())
+
+
 def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None, gpu_facts=None,
                    driver_version=None):
     """Labels and ``nvidia.com/*`` capacity of one node, as GFD and the device plugin publish them.
@@ -237,10 +252,17 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
     shared = bool(share) and share["strategy"] != "none"
     renamed = shared and share["rename_by_default"]
     suffix = "-SHARED" if shared and not renamed else ""
-    strategy_label = share["strategy"] if share else "none"
-    replicas_label = str(share["replicas"]) if share else "0"
+    strategy_label = share["strategy"] if shared else "none"
+    replicas_label = str(share["replicas"]) if shared else "1"
+    # every GPU of the product has MIG enabled: GFD labels the parents without sharing
+    parents_only = all(g["mig_enabled"] for g in devs if g["name"] == first["name"])
+    parent_suffix = "" if parents_only else suffix
+    parent_replicas = "0" if parents_only else replicas_label
+    parent_strategy = "none" if parents_only else strategy_label
 
     labels = {
+        # Written by the GPU Operator, not by GFD (see the module docstring); the simulated lab has no
+        # GPU Operator and its DaemonSets select on it.
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.family": FAMILY.get(model.architecture, "undefined"),
         "nvidia.com/gpu.mode": "compute",
@@ -265,8 +287,8 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
     if mig_strategy == "none" or (mig_strategy == "single" and not any_mig):
         if mig_strategy == "single":
             labels["nvidia.com/mig.strategy"] = "single"
-        labels.update(_gpu_labels(product + suffix, len(devs), first["memory_mib"], replicas_label,
-                                  strategy_label))
+        labels.update(_gpu_labels(product + parent_suffix, len(devs), first["memory_mib"], parent_replicas,
+                                  parent_strategy))
         capacity[advertised(GPU_RESOURCE)] = len(devs) * replicas
         devices = [GPU_RESOURCE] * len(devs)
     elif mig_strategy == "single":
@@ -278,7 +300,7 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
         one_model = len(set(g["model"].key for g in devs)) == 1
         uniform = all_mig and one_profile and one_model
         if not uniform:
-            labels.update(_gpu_labels(product + "-MIG-INVALID", 0, 0, replicas_label, strategy_label))
+            labels.update(_gpu_labels(product + "-MIG-INVALID", 0, 0, "0", ""))
             capacity[advertised(GPU_RESOURCE)] = 0
         else:
             prof = gpu_catalog.get_profile(model, only[0])
@@ -287,6 +309,7 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
                                       count, prof.memory_mib, replicas_label, strategy_label))
             labels["nvidia.com/gpu.slices.gi"] = str(prof.compute_slices)
             labels["nvidia.com/gpu.slices.ci"] = str(prof.compute_slices)
+            labels.update(_engine_labels(GPU_RESOURCE, model, prof))
             if prof.sm:
                 labels["nvidia.com/gpu.multiprocessors"] = str(prof.sm)
             capacity[advertised(GPU_RESOURCE)] = count * replicas
@@ -294,8 +317,8 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
     else:  # mixed
         labels["nvidia.com/mig.strategy"] = "mixed"
         full = [g for g in devs if not g["mig_enabled"]]
-        labels.update(_gpu_labels(product + suffix, len(devs), first["memory_mib"], replicas_label,
-                                  strategy_label))
+        labels.update(_gpu_labels(product + parent_suffix, len(devs), first["memory_mib"], parent_replicas,
+                                  parent_strategy))
         capacity[advertised(GPU_RESOURCE)] = len(full) * replicas
         devices = [GPU_RESOURCE] * len(full)
         per_profile = {}
@@ -322,6 +345,7 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
                 res + ".slices.gi": str(prof.compute_slices),
                 res + ".slices.ci": str(prof.compute_slices),
             })
+            labels.update(_engine_labels(res, g["model"], prof))
             if prof.sm:
                 labels[res + ".multiprocessors"] = str(prof.sm)
 

@@ -259,9 +259,13 @@ def run_gpu_settings(nvml, params, check_mode=False):
 
 def gpu_settings(params, check_mode=False, run_command=None):
     """Open NVML (real or simulated) and run run_gpu_settings."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import host_lock, open_nvml
 
     with open_nvml(params.get("simulator"), run_command) as nvml:
-        result = run_gpu_settings(nvml, params, check_mode=check_mode)
+        if check_mode:
+            result = run_gpu_settings(nvml, params, check_mode=True)
+        else:
+            with host_lock(nvml, "gpuops.k8s.gpu_settings"):
+                result = run_gpu_settings(nvml, params)
         result["backend"] = nvml.kind
     return result

@@ -160,6 +160,27 @@ def is_gpu_resource_key(key):
     return "nvidia.com/" in str(key)
 
 
+def _device_list_strategy(value, where):
+    """deviceListStrategy as the plugin reads it: one string is ONE strategy (v0.20.0 api/config/v1
+    deviceListStrategyFlag), so "envvar,cdi-cri" would fail at start with "invalid strategy"; a comma
+    string is written as a YAML list."""
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
+    elif isinstance(value, list):
+        items = value
+    else:
+        items = None
+    if not items or not all(isinstance(item, str) and item for item in items):
+        raise GpuOpsError("%s must be one of %s or a list of them, got %r" % (where, _fmt(DEVICE_LIST_STRATEGIES), value))
+    for item in items:
+        _choice(item, DEVICE_LIST_STRATEGIES, where)
+    if len(set(items)) != len(items):
+        raise GpuOpsError("%s lists a strategy twice: %r" % (where, value))
+    if isinstance(value, str) and len(items) == 1:
+        return items[0]
+    return items
+
+
 def validate_device_plugin_config(name, config):
     """Validate one named device-plugin config (the upstream ``version: v1`` file shape).
 
@@ -188,10 +209,8 @@ def validate_device_plugin_config(name, config):
         _choice(flags["deviceDiscoveryStrategy"], DISCOVERY_STRATEGIES, where + " flags.deviceDiscoveryStrategy")
     plugin = _check_keys(flags.get("plugin") or {}, _PLUGIN_FLAGS_KEYS, where + " flags.plugin")
     if "deviceListStrategy" in plugin:
-        dls = plugin["deviceListStrategy"]
-        items = dls if isinstance(dls, list) else str(dls).split(",")
-        for item in items:
-            _choice(str(item).strip(), DEVICE_LIST_STRATEGIES, where + " flags.plugin.deviceListStrategy")
+        plugin["deviceListStrategy"] = _device_list_strategy(plugin["deviceListStrategy"],
+                                                             where + " flags.plugin.deviceListStrategy")
     if "deviceIDStrategy" in plugin:
         _choice(plugin["deviceIDStrategy"], DEVICE_ID_STRATEGIES, where + " flags.plugin.deviceIDStrategy")
     if "sharedDevicesAllocationPolicy" in plugin:
@@ -263,9 +282,8 @@ def validate_device_plugin_config(name, config):
         frgto = rep.get("failRequestsGreaterThanOne")
         if frgto is not None and not isinstance(frgto, bool):
             raise GpuOpsError("%s sharing.%s.failRequestsGreaterThanOne must be true or false" % (where, kind))
-        if kind == "mps" and frgto is False:
-            raise GpuOpsError("%s sharing.mps.failRequestsGreaterThanOne: false is not supported; MPS forces it "
-                              "to true (a pod may request at most one MPS replica)" % where)
+        # sharing.mps.failRequestsGreaterThanOne: false is honoured from device plugin v0.20.0 (the pinned
+        # version): it defaults to true only when the field is absent
         active.append(kind)
     if len(active) > 1:
         raise GpuOpsError("%s: time-slicing and MPS are mutually exclusive; configure only one of "
@@ -812,6 +830,25 @@ DCGM_METRIC_TYPES = ("gauge", "counter", "label")
 DCGM_PROFILING_MIG_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 
 
+# dcgm-exporter -d / DCGM_EXPORTER_DEVICES_STR (pkg/cmd/app.go parseDeviceOptions): f, g[:range], i[:range];
+# a range is comma-separated indexes or a-b spans.
+_DCGM_DEVICES_RE = re.compile(r"^(f|[gi](:[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)?)$")
+
+
+def validate_dcgm_devices(value):
+    """The devices dcgm-exporter watches (DCGM_EXPORTER_DEVICES_STR); GpuOpsError naming the valid forms."""
+    text = "" if value is None else str(value)
+    if not _DCGM_DEVICES_RE.match(text):
+        raise GpuOpsError("DCGM_EXPORTER_DEVICES_STR (dcgm_exporter_devices) %r is not valid; valid values: f (GPUs, or "
+                          "their GPU instances where MIG is enabled), g[:range] (GPUs), i[:range] (GPU instances), "
+                          "a range being indexes or spans such as 0,2-4" % text, valid_values=["f", "g[:range]", "i[:range]"])
+    return text
+
+
+# DCGM profiling (DCP) fields are ratios and rates (bytes per second): gauges in dcgm-exporter's own CSVs.
+_DCGM_GAUGE_PREFIXES = ("DCGM_FI_PROF_",)
+
+
 def validate_dcgm_metrics(metrics):
     """Validate the metrics list ``[{field, type, help}]``; returns the CSV text the exporter reads."""
     if not isinstance(metrics, list) or not metrics:
@@ -828,6 +865,9 @@ def validate_dcgm_metrics(metrics):
             raise GpuOpsError("%s: %s is listed twice" % (where, field))
         seen.add(field)
         mtype = _choice(m.get("type", "gauge"), DCGM_METRIC_TYPES, where + " type")
+        if mtype == "counter" and field.startswith(_DCGM_GAUGE_PREFIXES):
+            raise GpuOpsError("%s: %s is a ratio or a rate (DCGM profiling field), a gauge upstream, not a counter; "
+                              "rate() over it is meaningless" % (where, field))
         text = str(m.get("help") or field).replace(",", ";").replace("\n", " ")
         lines.append("%s, %s, %s" % (field, mtype, text))
     return "\n".join(lines) + "\n"
@@ -847,11 +887,12 @@ def run_validate(params):
         return {"device_plugin": plan}, warnings
     if component == "dcgm_exporter":
         csv = validate_dcgm_metrics(params.get("metrics"))
+        devices = validate_dcgm_devices(params.get("devices") or "f")
         warnings = []
         if DCGM_PROFILING_MIG_METRIC not in csv:
             warnings.append("the DCGM metrics do not include %s: on MIG devices DCGM_FI_DEV_GPU_UTIL is always 0, so "
                             "per-pod GPU activity of MIG workloads will be missing" % DCGM_PROFILING_MIG_METRIC)
-        return {"metrics_csv": csv}, warnings
+        return {"metrics_csv": csv, "devices": devices}, warnings
     if component == "tenancy":
         classes = validate_priority_classes(params.get("priority_classes") or {})
         tenants, warnings = validate_tenants(params.get("tenants") or [], classes)

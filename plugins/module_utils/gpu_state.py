@@ -514,25 +514,37 @@ def create_instance(nvml, index, gi_profile, start, compute_instances=None):
                "; the pending mode needs a GPU reset or reboot" if pending else "")), gpu=index)
     gi_handle = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, p.profile_id,
                                                               {"start": start, "size": p.memory_slices})
-    gi_id = int(nvml.nvmlGpuInstanceGetInfo(gi_handle).id)
+    changes = []
+    gi_id = None
     created = []
     try:
+        gi_id = int(nvml.nvmlGpuInstanceGetInfo(gi_handle).id)
+        changes.append(_change("create_gpu_instance", "nvmlDeviceCreateGpuInstanceWithPlacement", gi_id))
         for c in sorted(compute_instances, reverse=True):
             const = cat.CI_PROFILE_BY_SLICES[c]
             info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_handle, const, cat.CI_ENGINE_PROFILE_SHARED)
-            created.append(nvml.nvmlGpuInstanceCreateComputeInstance(gi_handle, int(info.id)))
+            ci_handle = nvml.nvmlGpuInstanceCreateComputeInstance(gi_handle, int(info.id))
+            created.append((ci_handle, c))
+            changes.append(_change("create_compute_instance", "nvmlGpuInstanceCreateComputeInstance", gi_id,
+                                   compute_slices=c))
     except NvmlError as e:
+        if gi_id is None:
+            changes.append(_change("create_gpu_instance", "nvmlDeviceCreateGpuInstanceWithPlacement", None))
         rollback_errors = []
-        for ci_handle in reversed(created):
+        for ci_handle, c in reversed(created):
             try:
                 nvml.nvmlComputeInstanceDestroy(ci_handle)
+                changes.append(_change("destroy_compute_instance", "nvmlComputeInstanceDestroy", gi_id,
+                                       compute_slices=c, rollback=True))
             except NvmlError as re:
                 rollback_errors.append(re.msg)
         if not rollback_errors:
             try:
                 nvml.nvmlGpuInstanceDestroy(gi_handle)
+                changes.append(_change("destroy_gpu_instance", "nvmlGpuInstanceDestroy", gi_id, rollback=True))
             except NvmlError as re:
                 rollback_errors.append(re.msg)
+        e.details["nvml_changes"] = changes
         e.details["rolled_back"] = not rollback_errors
         e.details["gpu_instance_id"] = gi_id
         if rollback_errors:
@@ -565,10 +577,27 @@ def destroy_instance(nvml, index, gpu_instance_id):
         if lp.profile_id == int(info.profileId):
             p = lp
     gi_slices = p.compute_slices if p is not None else 8
-    for ci_pid in _ci_profile_ids(nvml, gi_handle, gi_slices):
-        for ci_handle in nvml.nvmlGpuInstanceGetComputeInstances(gi_handle, ci_pid):
-            nvml.nvmlComputeInstanceDestroy(ci_handle)
-    nvml.nvmlGpuInstanceDestroy(gi_handle)
+    changes = []
+    try:
+        for ci_pid, (slices, _const) in sorted(_ci_profile_ids(nvml, gi_handle, gi_slices).items()):
+            for ci_handle in nvml.nvmlGpuInstanceGetComputeInstances(gi_handle, ci_pid):
+                ci_id = int(nvml.nvmlComputeInstanceGetInfo(ci_handle).id)
+                nvml.nvmlComputeInstanceDestroy(ci_handle)
+                changes.append(_change("destroy_compute_instance", "nvmlComputeInstanceDestroy", gpu_instance_id,
+                                       compute_instance_id=ci_id, compute_slices=slices))
+        nvml.nvmlGpuInstanceDestroy(gi_handle)
+    except NvmlError as e:
+        if changes:
+            # the compute instances destroyed before the failure are a change of the host
+            e.details["nvml_changes"] = changes
+        raise
+
+
+def _change(action, call, gpu_instance_id, **extra):
+    """One NVML call that changed the GPU, as reported when a higher-level action fails halfway."""
+    out = {"action": action, "nvml_call": call, "gpu_instance_id": gpu_instance_id}
+    out.update(extra)
+    return out
 
 
 def gpu_info(simulator=None, diagram=True, run_command=None):

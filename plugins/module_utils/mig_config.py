@@ -26,6 +26,7 @@ Pure Python, no NVML, Python 3.9 compatible.
 
 from __future__ import annotations
 
+import io
 import re
 from collections import namedtuple
 
@@ -64,12 +65,41 @@ def _where(path):
     return "".join(path) if path else "config"
 
 
+def _unique_key_loader():
+    """A SafeLoader that refuses duplicate mapping keys, as mig-parted's Go YAML parser does."""
+
+    class UniqueKeyLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        loader.flatten_mapping(node)
+        seen = {}
+        for key_node, dummy in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # unhashable key: let PyYAML report it
+                continue
+            if first is not None:
+                raise GpuOpsError("duplicate key %r at line %d, column %d (first at line %d); mig-parted refuses "
+                                  "duplicate keys" % (key, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                                      first.start_mark.line + 1),
+                                  duplicate_key=str(key), line=key_node.start_mark.line + 1)
+            seen[key] = key_node
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return UniqueKeyLoader
+
+
 def load_config_text(text, source="config"):
-    """Parse YAML or JSON text into Python data (no validation)."""
+    """Parse YAML or JSON text into Python data (no validation); duplicate mapping keys are refused."""
     if not HAS_YAML:
         raise GpuOpsError("PyYAML is required to read mig-parted config files (python3-pyyaml)")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_key_loader())  # nosec B506 - a SafeLoader subclass
+    except GpuOpsError as e:
+        raise GpuOpsError("%s: %s" % (source, e.msg), **e.details)
     except yaml.YAMLError as e:
         raise GpuOpsError("%s is not valid YAML: %s" % (source, e))
 
@@ -77,10 +107,15 @@ def load_config_text(text, source="config"):
 def load_config_file(path):
     """Read and validate a mig-parted config file; returns {name: [MigConfigEntry]}."""
     try:
-        with open(path) as f:
-            text = f.read()
+        with io.open(path, "rb") as f:
+            raw = f.read()
     except (IOError, OSError) as e:
         raise GpuOpsError("cannot read MIG config file %s: %s" % (path, e))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GpuOpsError("MIG config file %s is not UTF-8 text (byte 0x%02x at offset %d); a mig-parted config is "
+                          "YAML or JSON in UTF-8" % (path, raw[e.start], e.start), path=path)
     return parse_spec(load_config_text(text, path), source=path)
 
 
@@ -273,12 +308,46 @@ def entry_matches(entry, gpu):
     return filter_matches(entry.device_filter, gpu)
 
 
+def gpus_present_text(gpus):
+    return ", ".join("%s (%s)" % (g["index"], g.get("model") or g.get("name") or "unknown model") for g in gpus) or "none"
+
+
+def absent_indexes(entries, gpus):
+    """GPU indexes the entries list explicitly that the host does not have (sorted)."""
+    present = set(g["index"] for g in gpus)
+    named = set()
+    for entry in entries:
+        if entry.devices != "all":
+            named.update(entry.devices)
+    return sorted(named - present)
+
+
+def check_absent(entries, gpus, strict, warnings=None):
+    """Indexes named but absent. ``strict`` (an inline layout): GpuOpsError naming the GPUs present.
+    Otherwise (a config file: mig-parted's walker skips them, so a fleet-wide file works on smaller
+    hosts) one warning is appended to ``warnings``."""
+    absent = absent_indexes(entries, gpus)
+    if not absent:
+        return absent
+    listed = ", ".join(str(i) for i in absent)
+    present = gpus_present_text(gpus)
+    if strict:
+        raise GpuOpsError("layout names GPU %s, which this host does not have; GPUs present: %s; nothing was changed"
+                          % (listed, present), absent_gpus=absent, gpus_present=[g["index"] for g in gpus],
+                          changed=False)
+    if warnings is not None:
+        warnings.append("the MIG config names GPU %s, which this host does not have; skipped (as mig-parted does); "
+                        "GPUs present: %s" % (listed, present))
+    return absent
+
+
 def resolve(entries, gpus, skipped=None):
     """Walk ``entries`` over ``gpus`` (gpu facts dicts) -> {index: GpuDesired} for matched GPUs.
 
     GPUs that no entry matches are absent (left as they are). Matched GPUs that cannot be
     partitioned (no MIG support, or lost) are appended to ``skipped`` (when given) with the reason.
-    Raises GpuOpsError when such a GPU is listed explicitly with mig-enabled true.
+    Raises GpuOpsError when such a GPU is listed explicitly with mig-enabled true. Indexes the
+    host does not have match nothing (see check_absent).
     """
     out = {}
     errors = []

@@ -33,6 +33,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils import nvml as nvml_lib
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
 
 MUTATING = ("set_mig_mode", "destroy", "create")
@@ -230,7 +231,13 @@ def plan_host(nvml, gpus, entries, force=False, skipped=None):
 
 
 def resources(gpus, strategy="mixed"):
-    """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy)."""
+    """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy).
+
+    The plugin registers a resource only for MIG profiles whose compute instance spans the whole GPU
+    instance (k8s-device-plugin internal/rm: ``if info.C != info.G { skip }``), so the compute
+    instances of a split GPU instance (``1c.3g.40gb``) are no device to Kubernetes, as gpu_node_labels
+    (the simulated GFD / device plugin) publishes them.
+    """
     out = Counter()
     for gpu in gpus:
         if gpu.get("lost"):
@@ -239,6 +246,8 @@ def resources(gpus, strategy="mixed"):
             for row in gpu.get("instances") or []:
                 if not mig_plan.row_is_mig_device(row):
                     continue  # a GPU instance without compute instance is no device
+                if gpu_catalog.parse_profile(row["profile"])[0] is not None:
+                    continue  # a compute instance smaller than its GPU instance is not advertised
                 out[gpu_catalog.resource_name(row["profile"], strategy)] += 1
         else:
             out["nvidia.com/gpu"] += 1
@@ -314,6 +323,13 @@ def _run(action, completed, fn, *args):
     try:
         out = fn(*args)
     except GpuOpsError as e:
+        # NVML calls that changed the GPU before the failure (a CI destroyed before its GI, a GI
+        # created before its CI) are completed actions too: the run did change the host
+        for step in e.details.pop("nvml_changes", None) or []:
+            done = dict((k, action[k]) for k in ("gpu", "uuid", "profile", "placement") if k in action)
+            done.update(step)
+            done["part_of"] = action["action"]
+            completed.append(done)
         raise _Halt(action, e)
     completed.append(action)
     return out
@@ -327,9 +343,25 @@ class _Halt(Exception):
 
 
 def run_mig_partition(nvml, params, check_mode=False, diff=False):
+    """Plan and (unless ``check_mode``) apply; outside check mode the whole read-plan-apply runs under
+    the host lock (nvml.host_lock), so two runs on one host never interleave their changes."""
+    if check_mode:
+        return _run_mig_partition(nvml, params, True, diff)
+    what = "gpuops.k8s.mig_partition %s" % (params.get("config") or ("config file %s" % params["config_file"]
+                                                                     if params.get("config_file") else "inline layout"))
+    with nvml_lib.host_lock(nvml, what):
+        return _run_mig_partition(nvml, params, False, diff)
+
+
+def _run_mig_partition(nvml, params, check_mode, diff):
     entries = mig_config.entries_from_params(params)
     force = bool(params.get("force"))
     before = gpu_state.read_host(nvml)["gpus"]
+    warnings = []
+    missing = params.get("missing_gpus") or ("fail" if params.get("layout") is not None else "warn")
+    if missing not in ("fail", "warn"):
+        raise GpuOpsError("missing_gpus must be fail or warn, got %r" % (missing,))
+    absent = mig_config.check_absent(entries, before, strict=missing == "fail", warnings=warnings)
     skipped = []
     works = plan_host(nvml, before, entries, force=force, skipped=skipped)
     planned = []
@@ -395,6 +427,8 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
         "reset_required": bool(waiting),
         "reset_required_gpus": sorted(waiting),
         "skipped_gpus": skipped,
+        "absent_gpus": absent,
+        "warnings": warnings,
         "resources": resources(after),
         "diagram": diagram.render(after),
     }

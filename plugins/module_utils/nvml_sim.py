@@ -21,6 +21,12 @@ Rules enforced (NVML return codes as real NVML):
   Hopper/Blackwell apply at once (lost on GPU reset and reboot). SetMigMode is refused with
   IN_USE while processes run, and disabling is refused while GPU instances exist.
 * GPU reset refused while processes run (IN_USE).
+* Concurrency: every mutating call takes the host lock (``<state file>.lock``, fcntl), reads the
+  state again and writes it before releasing the lock, so two runs on one simulated host lose no
+  change; ``nvml.host_lock`` holds it across a whole plan-and-apply.
+* Seeded random faults: ``random_faults: {rate, seed, calls, error}`` fails each mutating call (or
+  each of ``calls``) with probability ``rate``, reproducibly (draw ``n`` of seed ``s`` is
+  ``Random("s:n")``); ``draws`` and ``injected`` count in the state.
 * Injected faults: ``{"call": <function name>, "error": <NVML error name>, "count": N, "gpu": i}``
   make that call fail N times (always without count; on every GPU without gpu).
 """
@@ -37,6 +43,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as c
 from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import (
     ERROR_CODES,
+    HostLock,
     GPU_IS_LOST,
     IN_USE,
     INSUFFICIENT_RESOURCES,
@@ -288,7 +295,121 @@ def load_state(path):
     if state.get("version", STATE_VERSION) != STATE_VERSION:
         raise GpuOpsError("NVML simulator state file %s has version %s; this collection reads version %s"
                           % (path, state.get("version"), STATE_VERSION), path=path)
+    validate_state(state, path)
     return state
+
+
+class _Shape(object):
+    """Checks one state file's shape; every error names the file, the path and the field."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, field, what):
+        raise GpuOpsError("NVML simulator state file %s: %s %s; fix the file or recreate it with "
+                          "gpuops.k8s.nvml_simulator (reset: true)" % (self.path, field, what),
+                          path=self.path, field=field)
+
+    def get(self, obj, key, where, kind, required=True, nullable=False):
+        field = "%s.%s" % (where, key) if where else key
+        if key not in obj:
+            if required:
+                self.fail(field, "is missing (%s)" % _KINDS[kind])
+            return None
+        value = obj[key]
+        if value is None and nullable:
+            return None
+        self.check(value, field, kind)
+        return value
+
+    def check(self, value, field, kind):
+        ok = {
+            "int": isinstance(value, int) and not isinstance(value, bool),
+            "mode": isinstance(value, int) and value in (0, 1),
+            "str": isinstance(value, str),
+            "list": isinstance(value, list),
+            "dict": isinstance(value, dict),
+            "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+            "code": isinstance(value, (str, int)) and not isinstance(value, bool),
+        }[kind]
+        if not ok:
+            self.fail(field, "must be %s, got %s" % (_KINDS[kind], json.dumps(value)[:60]))
+
+
+_KINDS = {"int": "an integer", "mode": "0 or 1", "str": "a string", "list": "a list", "dict": "a mapping",
+          "number": "a number", "code": "an NVML error name or code"}
+
+
+def validate_state(state, path):
+    """Raise GpuOpsError naming the path and field where ``state`` does not have the documented shape."""
+    sh = _Shape(path)
+    sh.get(state, "driver_version", "", "str", required=False, nullable=True)
+    sh.get(state, "cuda_driver_version", "", "int", required=False, nullable=True)
+    sh.get(state, "boot_id", "", "int", required=False)
+    gpus = state["gpus"]
+    for i, gpu in enumerate(gpus):
+        where = "gpus[%d]" % i
+        sh.check(gpu, where, "dict")
+        if sh.get(gpu, "index", where, "int") != i:
+            sh.fail(where + ".index", "must be %d (its position in gpus), got %s" % (i, gpu["index"]))
+        model = sh.get(gpu, "model", where, "str")
+        if cat.lookup_model(model) is None:
+            sh.fail(where + ".model", "is %r, not a catalog model; valid models: %s" % (model, ", ".join(cat.model_keys())))
+        for key in ("name", "uuid", "pci_device_id", "pci_bus_id"):
+            sh.get(gpu, key, where, "str")
+        sh.get(gpu, "serial", where, "str", required=False)
+        sh.get(gpu, "memory_total_mib", where, "int")
+        sh.get(gpu, "mig_mode_current", where, "mode", required=False)
+        sh.get(gpu, "mig_mode_pending", where, "mode", required=False)
+        for key in ("health", "settings"):
+            sh.get(gpu, key, where, "dict", required=False)
+        for j, gi in enumerate(sh.get(gpu, "gpu_instances", where, "list")):
+            gwhere = "%s.gpu_instances[%d]" % (where, j)
+            sh.check(gi, gwhere, "dict")
+            for key in ("id", "profile_id", "start", "size"):
+                sh.get(gi, key, gwhere, "int")
+            for k, ci in enumerate(sh.get(gi, "compute_instances", gwhere, "list")):
+                cwhere = "%s.compute_instances[%d]" % (gwhere, k)
+                sh.check(ci, cwhere, "dict")
+                for key in ("id", "profile_id", "slices", "start"):
+                    sh.get(ci, key, cwhere, "int")
+                sh.get(ci, "uuid", cwhere, "str", required=False)
+        for k, proc in enumerate(sh.get(gpu, "processes", where, "list", required=False) or []):
+            pwhere = "%s.processes[%d]" % (where, k)
+            sh.check(proc, pwhere, "dict")
+            sh.get(proc, "pid", pwhere, "int")
+            sh.get(proc, "name", pwhere, "str", required=False, nullable=True)
+            for key in ("gpu_instance_id", "compute_instance_id"):
+                sh.get(proc, key, pwhere, "int", required=False, nullable=True)
+            sh.get(proc, "used_memory_mib", pwhere, "number", required=False)
+    spec = sh.get(state, "random_faults", "", "dict", required=False, nullable=True)
+    if spec is not None:
+        rate = sh.get(spec, "rate", "random_faults", "number")
+        if not 0 <= rate <= 1:
+            sh.fail("random_faults.rate", "must be between 0 and 1, got %s" % rate)
+        sh.get(spec, "seed", "random_faults", "code", required=False)
+        sh.get(spec, "error", "random_faults", "code", required=False)
+        for key in ("draws", "injected"):
+            sh.get(spec, key, "random_faults", "int", required=False)
+        calls = sh.get(spec, "calls", "random_faults", "list", required=False, nullable=True) or []
+        for i, call in enumerate(calls):
+            if call not in SIM_CALLS:
+                sh.fail("random_faults.calls[%d]" % i, "is %r, not a call the simulator implements" % (call,))
+    faults = sh.get(state, "faults", "", "list", required=False, nullable=True) or []
+    for i, fault in enumerate(faults):
+        where = "faults[%d]" % i
+        sh.check(fault, where, "dict")
+        sh.get(fault, "call", where, "str")
+        sh.get(fault, "error", where, "code", required=False)
+        sh.get(fault, "count", where, "int", required=False, nullable=True)
+        gpu = sh.get(fault, "gpu", where, "int", required=False, nullable=True)
+        if gpu is not None and not 0 <= gpu < len(gpus):
+            sh.fail(where + ".gpu", "is %d; the host has GPUs 0-%d" % (gpu, len(gpus) - 1))
+
+
+def lock_path(path):
+    """The host lock of a simulated host: a file beside its state file."""
+    return path + ".lock"
 
 
 def save_state(path, state):
@@ -367,13 +488,31 @@ class SimBackend(object):
         self.cache = {}
         self._models = {}
         self._profiles = {}
+        self._lock = None
 
     # -- plumbing --------------------------------------------------------------------------------
+    def host_lock(self, what=None):
+        if self._lock is None:
+            self._lock = HostLock(lock_path(self.path), what=what)
+        elif what and not self._lock.held:
+            self._lock.what = what
+        return self._lock
+
+    def locked(self):
+        """The host lock was just taken: read the state again (another run may have changed it)."""
+        if self.state is not None:
+            self.state = load_state(self.path)
+            self.cache.clear()
+
+    def _mutation(self):
+        """Context of one mutating call: the host lock held, the state fresh."""
+        return _Mutation(self)
+
     def _save(self):
         save_state(self.path, self.state)
 
-    def _fault(self, call, gpu=None):
-        faults = self.state.get("faults") or []
+    @staticmethod
+    def _matching_fault(faults, call, gpu):
         for i, f in enumerate(faults):
             if f.get("call") != call:
                 continue
@@ -381,18 +520,49 @@ class SimBackend(object):
                 continue
             if f.get("gpu") is not None and gpu is None and call not in ("nvmlInit",):
                 continue
-            code = error_code(f.get("error", "NVML_ERROR_UNKNOWN"))
             count = f.get("count")
-            if count is not None:
-                count = int(count)
-                if count <= 0:
-                    continue
-                if count == 1:
-                    faults.pop(i)
-                else:
-                    f["count"] = count - 1
-                self._save()
-            raise NvmlError(code, call=call, injected=True)
+            if count is not None and int(count) <= 0:
+                continue
+            return i, f
+        return None, None
+
+    def _random_fault(self, call):
+        """Seeded random faults (``random_faults`` in the state): draw ``n`` of seed ``s`` fails when
+        ``Random("s:n").random() < rate``; the draw count and the faults injected are kept in the state."""
+        spec = self.state.get("random_faults")
+        if not spec or call not in (spec.get("calls") or MUTATING_CALLS):
+            return
+        with self._mutation():
+            spec = self.state.get("random_faults") or {}
+            draw = int(spec.get("draws", 0))
+            spec["draws"] = draw + 1
+            spec.setdefault("injected", 0)
+            if random.Random("%s:%d" % (spec.get("seed", 0), draw)).random() >= float(spec.get("rate", 0)):
+                return  # saved with the change this call makes
+            spec["injected"] = int(spec.get("injected", 0)) + 1
+            self._save()
+        raise NvmlError(error_code(spec.get("error") or "NVML_ERROR_UNKNOWN"), call=call, injected=True,
+                        random_fault=True)
+
+    def _fault(self, call, gpu=None):
+        i, f = self._matching_fault(self.state.get("faults") or [], call, gpu)
+        if f is None:
+            self._random_fault(call)
+            return
+        code = error_code(f.get("error", "NVML_ERROR_UNKNOWN"))
+        if f.get("count") is not None:
+            # a counted fault is used up: change the count under the lock, in the state as it is now
+            with self._mutation():
+                faults = self.state.get("faults") or []
+                i, f = self._matching_fault(faults, call, gpu)
+                if f is not None:
+                    count = int(f["count"])
+                    if count == 1:
+                        faults.pop(i)
+                    else:
+                        f["count"] = count - 1
+                    self._save()
+        raise NvmlError(code, call=call, injected=True)
 
     def _enter(self, call, gpu=None):
         if self.state is None:
@@ -625,14 +795,12 @@ class SimBackend(object):
 
     # -- GPU instance profiles -------------------------------------------------------------------
     def _gi_profile_info(self, call, model, p):
-        with_decoders = "+me" in p.name or p.compute_slices > 1
-        decoders = max(1, p.compute_slices // 2) if with_decoders else 0
+        eng = cat.profile_engines(model, p)
         return Obj(
             version=0x02000098, id=p.profile_id, isP2pSupported=0, sliceCount=p.compute_slices,
             instanceCount=p.max_instances, multiprocessorCount=p.sm or 0,
-            copyEngineCount=max(1, p.compute_slices), decoderCount=decoders, encoderCount=0, jpegCount=1 if p.compute_slices >= 1 else 0,
-            ofaCount=1 if "+me" in p.name or p.compute_slices == model.compute_slices else 0,
-            memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
+            copyEngineCount=eng["copy"], decoderCount=eng["decoder"], encoderCount=eng["encoder"],
+            jpegCount=eng["jpeg"], ofaCount=eng["ofa"], memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
         )
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile, version=2):
@@ -1170,6 +1338,44 @@ class SimBackend(object):
         self._save()
 
 
+class _Mutation(object):
+    def __init__(self, backend):
+        self.backend = backend
+        self.lock = backend.host_lock()
+
+    def __enter__(self):
+        if self.lock.acquire():
+            self.backend.locked()
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False
+
+
+# NVML setters of the simulator: each runs under the host lock on freshly read state.
+MUTATING_CALLS = (
+    "nvmlDeviceSetMigMode", "nvmlDeviceCreateGpuInstance", "nvmlDeviceCreateGpuInstanceWithPlacement",
+    "nvmlGpuInstanceDestroy", "nvmlGpuInstanceCreateComputeInstance", "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+    "nvmlComputeInstanceDestroy", "nvmlDeviceSetPowerManagementLimit", "nvmlDeviceSetPersistenceMode",
+    "nvmlDeviceSetComputeMode", "nvmlDeviceSetEccMode", "nvmlDeviceSetApplicationsClocks",
+    "nvmlDeviceResetApplicationsClocks", "reset_gpu",
+)
+
+
+def _serialized(func):
+    def call(self, *args, **kwargs):
+        with self._mutation():
+            return func(self, *args, **kwargs)
+    call.__name__ = func.__name__
+    call.__doc__ = func.__doc__
+    return call
+
+
+for _call_name in MUTATING_CALLS:
+    setattr(SimBackend, _call_name, _serialized(getattr(SimBackend, _call_name)))
+
+
 def _in_instance(proc, handle):
     """Whether a simulated process runs in the MIG device that `handle` names."""
     if proc.get("gpu_instance_id") != handle.gi:
@@ -1353,6 +1559,11 @@ def configure(params, check_mode=False):
     Everything is validated before the state file is written. Returns the module result.
     """
     path = params["path"]
+    with HostLock(lock_path(path), what="gpuops.k8s.nvml_simulator"):
+        return _configure(path, params, check_mode)
+
+
+def _configure(path, params, check_mode):
     exists = os.path.exists(path)
     try:
         before = load_state(path) if exists else None

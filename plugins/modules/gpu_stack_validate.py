@@ -53,9 +53,18 @@ options:
     type: str
     default: /run/nvidia/mps
   metrics:
-    description: DCGM exporter metrics, a list of C({field, type, help}), for O(component=dcgm_exporter).
+    description:
+      - DCGM exporter metrics, a list of C({field, type, help}), for O(component=dcgm_exporter).
+      - DCGM profiling fields (C(DCGM_FI_PROF_*)) are ratios or rates and must be V(gauge), as in dcgm-exporter's own CSVs.
     type: list
     elements: dict
+  devices:
+    description:
+      - The devices dcgm-exporter watches (C(DCGM_EXPORTER_DEVICES_STR)), for O(component=dcgm_exporter).
+      - V(f) (GPUs, or their GPU instances where MIG is enabled), C(g[:range]) (GPUs) or C(i[:range]) (GPU instances); a range
+        is indexes or spans, for example V(g:0,2-4). Nothing else is valid.
+    type: str
+    default: f
   tenants:
     description: Tenants for O(component=tenancy) (see the P(gpuops.k8s.gpu_tenancy#role) role).
     type: list
@@ -147,6 +156,11 @@ device_plugin:
   sample: {"configs": {"default": {"version": "v1", "flags": {"migStrategy": "none"}}},
            "summary": {"default": {"mig_strategy": "none", "sharing": "none", "replicas": 1}},
            "uses_mps": false, "uses_mig": false, "default_config": "default", "node_configs": {}}
+devices:
+  description: The validated O(devices), for O(component=dcgm_exporter).
+  returned: O(component=dcgm_exporter)
+  type: str
+  sample: f
 metrics_csv:
   description: The DCGM exporter collectors CSV built from O(metrics).
   returned: O(component=dcgm_exporter)
@@ -201,6 +215,7 @@ def main():
             gfd_enabled=dict(type="bool", default=True),
             mps_root=dict(type="str", default="/run/nvidia/mps"),
             metrics=dict(type="list", elements="dict"),
+            devices=dict(type="str", default="f"),
             tenants=dict(type="list", elements="dict"),
             priority_classes=dict(type="dict"),
             existing_priority_classes=dict(type="list", elements="dict"),

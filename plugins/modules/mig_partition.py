@@ -61,6 +61,16 @@ options:
         instances, packed as mig-parted does).
     type: list
     elements: dict
+  missing_gpus:
+    description:
+      - What to do when the config lists a GPU index (in C(devices)) that this host does not have.
+      - V(fail) refuses before anything changes, naming the GPUs present; V(warn) skips those indexes with
+        a warning naming the GPUs present, as mig-parted's walker does (a fleet-wide config file naming
+        devices 0-7 then works on a 4-GPU host).
+      - Default V(fail) with O(layout) and V(warn) with O(config_file). The gpuops.k8s.mig role passes V(warn)
+        when its layout comes from a config file.
+    type: str
+    choices: [fail, warn]
   force:
     description:
       - Destroy MIG instances that have running processes when the target layout needs them gone.
@@ -98,7 +108,9 @@ notes:
   - Stop GPU clients such as the device plugin, DCGM and dcgm-exporter before changing MIG mode; changing
     instances only needs the affected instances to be idle.
   - When an NVML call fails halfway the module fails with C(gpus), C(resources) and C(diagram) read again after the
-    failure, C(completed) (the actions done), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
+    failure, C(completed) (the actions done, and every NVML call of the failed action that changed the GPU before it
+    failed, such as V(destroy_compute_instance) before a failed GPU instance destroy or V(create_gpu_instance) whose
+    rollback failed, each with C(nvml_call) and C(part_of)), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
     C(not_attempted) and C(changed=true) if anything was done. Running the task again converges.
   - Invalid input fails before anything changes with C(errors) (one per GPU, with C(gpu) and C(msg)) and, where they
     apply, C(valid_profiles), C(valid_configs), C(max_instances) or C(busy_instances).
@@ -258,6 +270,12 @@ skipped_gpus:
   type: list
   elements: dict
   sample: [{index: 4, uuid: GPU-1b2c3d4e-5f60-4718-92a3-b4c5d6e7f809, name: NVIDIA L40S, reason: MIG not supported}]
+absent_gpus:
+  description: GPU indexes the config lists that this host does not have (skipped, with a warning; see O(missing_gpus)).
+  returned: always
+  type: list
+  elements: int
+  sample: [4, 5, 6, 7]
 resources:
   description:
     - Kubernetes extended resources the NVIDIA device plugin advertises for this host with the mixed MIG
@@ -295,6 +313,7 @@ def main():
             config=dict(type="str"),
             layout=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
+            missing_gpus=dict(type="str", choices=["fail", "warn"]),
             simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
         ),
         mutually_exclusive=[("config_file", "layout")],
@@ -308,6 +327,8 @@ def main():
                                                   diff=module._diff)
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -15,9 +15,11 @@ version_added: "0.1.0"
 description:
   - Creates, updates or deletes the kwok fake Node of a simulated GPU host (the C(inventories/sim) lab) in a
     Kubernetes cluster, such as the local control plane of C(make cluster-up).
-  - Sets the labels GPU Feature Discovery writes (C(nvidia.com/gpu.present), C(nvidia.com/gpu.product),
+  - Sets the labels GPU Feature Discovery v0.20.0 writes (C(nvidia.com/gpu.product),
     C(nvidia.com/gpu.count), C(nvidia.com/gpu.memory), C(nvidia.com/mig.strategy),
-    C(nvidia.com/mig-<profile>.count), C(nvidia.com/gpu.replicas), C(nvidia.com/gpu.sharing-strategy), ...)
+    C(nvidia.com/mig-<profile>.count), C(nvidia.com/mig-<profile>.engines.copy), C(nvidia.com/gpu.replicas),
+    C(nvidia.com/gpu.sharing-strategy), ...), and C(nvidia.com/gpu.present), which the GPU Operator (not GFD)
+    writes on real clusters
     and the capacity and allocatable of C(nvidia.com/gpu) or C(nvidia.com/mig-<profile>) that the NVIDIA device
     plugin advertises for the MIG strategy and sharing config.
   - Run it after a MIG or sharing change to act as the device plugin would; stale C(nvidia.com/mig-*)

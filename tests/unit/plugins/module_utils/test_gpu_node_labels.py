@@ -17,7 +17,7 @@ def test_none_strategy_full_gpus():
     assert lab["nvidia.com/gpu.family"] == "hopper"
     assert lab["nvidia.com/gpu.present"] == "true"
     assert lab["nvidia.com/mig.capable"] == "true"
-    assert lab["nvidia.com/gpu.replicas"] == "0"  # no sharing config at all
+    assert lab["nvidia.com/gpu.replicas"] == "1"  # GFD runs with a config: an unshared GPU has 1 replica
     assert lab["nvidia.com/gpu.sharing-strategy"] == "none"
     assert lab["nvidia.com/cuda.driver-version.full"] == "550.127.08"
     assert lab["nvidia.com/cuda.driver-version.revision"] == "08"

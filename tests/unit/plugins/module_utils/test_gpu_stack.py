@@ -175,13 +175,13 @@ def test_mps_refuses_mig(strategy, text):
     assert text in e.value.msg
 
 
-def test_mps_refuses_mig_resources_and_fail_requests_false():
+def test_mps_refuses_mig_resources():
     with pytest.raises(GpuOpsError) as e:
         gs.validate_device_plugin({"m": _mps(name="nvidia.com/mig-1g.10gb")}, "m")
     assert "MPS supports only full GPUs" in e.value.msg
-    with pytest.raises(GpuOpsError) as e:
-        gs.validate_device_plugin({"m": _mps(failRequestsGreaterThanOne=False)}, "m")
-    assert "forces it to true" in e.value.msg
+    # failRequestsGreaterThanOne: false is honoured by the pinned device plugin v0.20.0 (test_stack_conformance.py)
+    plan = gs.validate_device_plugin({"m": _mps(failRequestsGreaterThanOne=False)}, "m")
+    assert plan["configs"]["m"]["sharing"]["mps"]["failRequestsGreaterThanOne"] is False
 
 
 def test_version_must_be_v1():

@@ -154,7 +154,8 @@ def test_compute_instance_profiles(tmp_path):
     path = make_host(tmp_path, [{"model": "h100_80gb", "count": 1}], mig=[0])
     r = run(path, layout(**{"1c_3g_40gb": 3, "4g_40gb": 1}))
     assert profiles_of(r, 0) == ["1c.3g.40gb"] * 3 + ["4g.40gb"]
-    assert r["resources"] == {"nvidia.com/mig-1c.3g.40gb": 3, "nvidia.com/mig-4g.40gb": 1}
+    # the device plugin advertises only profiles whose compute instance spans the GPU instance
+    assert r["resources"] == {"nvidia.com/mig-4g.40gb": 1}
     assert "3x1c" in r["diagram"][0]
     assert not run(path, layout(**{"1c_3g_40gb": 3, "4g_40gb": 1}))["changed"]
 

@@ -1,0 +1,256 @@
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Chaos at fleet scale: ``make chaos`` (and, smaller, tests/integration/test_chaos.py).
+
+N simulated hosts (default 50, 8 H100 80GB each, MIG on, every GPU in layout ``chaos-a``:
+3g.40gb + 4 x 1g.10gb, a workload process on each 3g.40gb) are moved to ``chaos-b`` (3g.40gb +
+2g.20gb + 2 x 1g.10gb) by the host part of the site playbook (``playbooks/gpu_nodes.yml``, the
+``gpuops.k8s.mig`` role from a mig-parted config file; driver and toolkit off, no cluster guard),
+while the simulator fails a seeded random ``rate`` (default 5 %) of the mutating NVML calls
+(``random_faults`` in each host's state). The playbook is run again until every host converges.
+
+After every run it checks, on every host, that:
+
+* no instance the plan keeps (same GPU instance, same MIG device UUID: a destroy and re-create
+  would give a new UUID) was destroyed, even on the hosts whose run failed halfway;
+* no workload process was lost;
+
+and at the end that every GPU has ``chaos-b`` and one more run changes nothing. Prints per run
+the faults injected, hosts affected and hosts failed, and the number of runs to converge.
+
+    .venv/bin/python benchmarks/chaos_fleet.py [--hosts 50] [--gpus 8] [--rate 0.05] [--seed 16]
+                                               [--max-runs 10] [--forks 8] [--work DIR] [--play site|module]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, ".build", "collections"))
+_link = os.path.join(TOP, ".build", "collections", "ansible_collections", "gpuops", "k8s")
+if not os.path.exists(_link):
+    os.makedirs(os.path.dirname(_link), exist_ok=True)
+    os.symlink(TOP, _link)
+
+from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, mig_engine, mig_plan, nvml_sim  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml  # noqa: E402
+
+LAYOUT_A = {"3g.40gb": 1, "1g.10gb": 4}
+LAYOUT_B = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
+MIG_CONFIG = """\
+version: v1
+mig-configs:
+  chaos-a:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 1, "1g.10gb": 4}
+  chaos-b:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
+"""
+# The lean variant (tests/integration/test_chaos.py): the one module the mig role applies the layout with.
+MODULE_PLAY = """\
+- name: MIG layout from the site's mig-parted config (the mig role's apply step)
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Apply the layout
+      gpuops.k8s.mig_partition:
+        config_file: "{{ gpuops_mig_config_file }}"
+        config: "{{ gpuops_mig_config }}"
+        simulator: "{{ gpuops_simulator }}"
+"""
+_RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def _layout_params(mig_devices):
+    return {"layout": [{"devices": "all", "mig-enabled": True, "mig-devices": mig_devices}]}
+
+
+def build_host(path, gpus, rate, seed):
+    """A host in chaos-a with a process on every 3g.40gb; returns what must survive: {(gpu, gi): uuid}
+    of the instances the plan to chaos-b keeps, and the processes."""
+    state = nvml_sim.new_state([{"model": "h100_80gb", "count": gpus}], seed=1)
+    for gpu in state["gpus"]:
+        gpu["mig_mode_current"] = gpu["mig_mode_pending"] = 1
+    nvml_sim.save_state(path, state)
+    with open_nvml(path) as nv:
+        mig_engine.run_mig_partition(nv, _layout_params(LAYOUT_A))
+    state = nvml_sim.load_state(path)
+    for gpu in state["gpus"]:
+        big = [gi for gi in gpu["gpu_instances"] if gi["size"] == 4]
+        gpu["processes"] = [{"pid": 10000 + 10 * gpu["index"], "name": "llm-serve", "gpu_instance_id": big[0]["id"],
+                             "compute_instance_id": 0, "used_memory_mib": 30000}]
+    nvml_sim.save_state(path, state)
+    with open_nvml(path) as nv:
+        plan = mig_engine.run_mig_partition(nv, _layout_params(LAYOUT_B), check_mode=True)
+    kept = {}
+    for a in plan["actions"]:
+        if a["action"] == "keep":
+            gpu = plan["gpus"][a["gpu"]]
+            uuids = sorted(r["uuid"] for r in gpu["instances"] if r["gpu_instance_id"] == a["gpu_instance_id"])
+            kept["%d/%d" % (a["gpu"], a["gpu_instance_id"])] = uuids
+    state = nvml_sim.load_state(path)
+    state["random_faults"] = {"rate": rate, "seed": seed}
+    nvml_sim.save_state(path, state)
+    return {"kept": kept, "processes": _processes(state)}
+
+
+def _processes(state):
+    return sorted((g["index"], p["pid"], p.get("gpu_instance_id")) for g in state["gpus"] for p in g.get("processes", []))
+
+
+def prepare(work, hosts, gpus, rate, seed):
+    if os.path.isdir(work):
+        shutil.rmtree(work)
+    os.makedirs(os.path.join(work, "hosts"))
+    config = os.path.join(work, "mig-config.yaml")
+    with open(config, "w") as f:
+        f.write(MIG_CONFIG)
+    expect = {}
+    lines = ["all:", "  children:", "    gpu_nodes:", "      vars:",
+             "        ansible_connection: local",
+             "        ansible_python_interpreter: %s" % sys.executable,
+             "        gpuops_mig_config: chaos-b",
+             "        gpuops_mig_config_file: %s" % config,
+             "        mig_persist: false",
+             "        mig_clients: []",
+             "        mig_mode_change_clients: []",
+             "        mig_stop_persistenced: false",
+             "      hosts:"]
+    for n in range(hosts):
+        name = "chaos-%03d" % n
+        path = os.path.join(work, "hosts", name + ".json")
+        expect[name] = build_host(path, gpus, rate, "%s-%s" % (seed, name))
+        expect[name]["path"] = path
+        lines.append("        %s: {gpuops_simulator: %s}" % (name, path))
+    inventory = os.path.join(work, "hosts.yml")
+    with open(inventory, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return inventory, expect
+
+
+def run_site_hosts(inventory, forks, play="site"):
+    """``site``: playbooks/gpu_nodes.yml (the host part of site.yml) with the mig role; ``module``: MODULE_PLAY."""
+    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+               ANSIBLE_DISPLAY_OK_HOSTS="false", ANSIBLE_DISPLAY_SKIPPED_HOSTS="false")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, "-f", str(forks)]
+    if play == "site":
+        cmd += [os.path.join(TOP, "playbooks", "gpu_nodes.yml"), "-e", "gpu_nodes_driver=false",
+                "-e", "gpu_nodes_container_toolkit=false", "-e", "gpu_nodes_mig_guard=false"]
+    else:
+        path = os.path.join(os.path.dirname(inventory), "mig-module.yml")
+        with open(path, "w") as f:
+            f.write(MODULE_PLAY)
+        cmd.append(path)
+    start = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
+                          check=False)
+    recap = dict((m.group(1), {"changed": int(m.group(3)), "failed": int(m.group(5)) + int(m.group(4))})
+                 for m in _RECAP.finditer(proc.stdout))
+    return recap, time.time() - start, proc
+
+
+def check_host(expect):
+    """Problems on one host: a kept instance destroyed (or re-created), a process lost."""
+    state = nvml_sim.load_state(expect["path"])
+    problems = []
+    if _processes(state) != expect["processes"]:
+        problems.append("processes changed: %s -> %s" % (expect["processes"], _processes(state)))
+    with open_nvml(expect["path"]) as nv:
+        gpus = gpu_state.read_host(nv)["gpus"]
+    for key, uuids in sorted(expect["kept"].items()):
+        gpu, gi = [int(x) for x in key.split("/")]
+        now = sorted(r["uuid"] for r in gpus[gpu]["instances"] if r["gpu_instance_id"] == gi and r.get("uuid"))
+        if now != uuids:
+            problems.append("kept instance GPU %d GI %d: %s -> %s" % (gpu, gi, uuids, now))
+    return problems, gpus, state.get("random_faults") or {}
+
+
+def _profiles(gpu):
+    return sorted(i.profile for i in mig_plan.instances_from_gpu(gpu))
+
+
+def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None, out=sys.stdout, play="site"):
+    work = work or os.path.join(TOP, ".build", "chaos")
+    inventory, expect = prepare(work, hosts, gpus, rate, seed)
+    want = sorted(p for p, n in LAYOUT_B.items() for dummy in range(n))
+    kept_total = sum(len(e["kept"]) for e in expect.values())
+    out.write("chaos: %d hosts x %d GPUs (H100 80GB), chaos-a -> chaos-b, %d kept instances with %d processes, "
+              "random NVML faults on %.1f %% of mutating calls (seed %s), %s\n"
+              % (hosts, gpus, kept_total, sum(len(e["processes"]) for e in expect.values()), rate * 100, seed,
+                 "playbooks/gpu_nodes.yml (mig role)" if play == "site" else "the mig_partition play"))
+    injected_before = dict((h, 0) for h in expect)
+    runs = []
+    converged_after = None
+    for run in range(1, max_runs + 1):
+        recap, seconds, proc = run_site_hosts(inventory, forks, play)
+        if len(recap) != hosts:
+            raise RuntimeError("run %d: the play recap lists %d of %d hosts:\n%s" % (run, len(recap), hosts,
+                                                                                     proc.stdout[-3000:]))
+        failed = sorted(h for h, r in recap.items() if r["failed"])
+        problems = {}
+        affected = 0
+        injected = 0
+        done = 0
+        for host, exp in sorted(expect.items()):
+            host_problems, facts, spec = check_host(exp)
+            if host_problems:
+                problems[host] = host_problems
+            delta = int(spec.get("injected", 0)) - injected_before[host]
+            injected_before[host] = int(spec.get("injected", 0))
+            injected += delta
+            affected += 1 if delta else 0
+            if all(_profiles(g) == want for g in facts):
+                done += 1
+        runs.append({"run": run, "seconds": round(seconds, 1), "faults_injected": injected, "hosts_affected": affected,
+                     "hosts_failed": len(failed), "hosts_converged": done, "invariant_violations": problems})
+        out.write("run %d: %5.1f s  faults injected %3d  hosts affected %3d  hosts failed %3d  hosts in chaos-b %3d/%d"
+                  "  kept instances destroyed / processes lost: %d\n"
+                  % (run, seconds, injected, affected, len(failed), done, hosts, len(problems)))
+        if not failed and done == hosts:
+            converged_after = run
+            break
+    idempotent = None
+    if converged_after:
+        recap, seconds, proc = run_site_hosts(inventory, forks, play)
+        changed = sorted(h for h, r in recap.items() if r["changed"] or r["failed"])
+        idempotent = {"seconds": round(seconds, 1), "hosts_changed_or_failed": changed}
+        out.write("one more run: %.1f s, hosts changed or failed: %d\n" % (seconds, len(changed)))
+    total = sum(r["faults_injected"] for r in runs)
+    out.write("total: %d faults injected, %d host runs failed, converged after %s run(s)\n"
+              % (total, sum(r["hosts_failed"] for r in runs), converged_after))
+    return {"hosts": hosts, "gpus": gpus, "rate": rate, "seed": seed, "play": play, "kept_instances": kept_total, "runs": runs,
+            "converged_after": converged_after, "idempotent_run": idempotent, "faults_injected": total}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--rate", type=float, default=0.05)
+    ap.add_argument("--seed", default="16")
+    ap.add_argument("--max-runs", type=int, default=10)
+    ap.add_argument("--forks", type=int, default=8)
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--play", choices=["site", "module"], default="site",
+                    help="site: playbooks/gpu_nodes.yml with the mig role (default); module: one mig_partition task")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    result = chaos(args.hosts, args.gpus, args.rate, args.seed, args.max_runs, args.forks, args.work, play=args.play)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1, sort_keys=True)
+    bad = [r for r in result["runs"] if r["invariant_violations"]]
+    ok = result["converged_after"] and not bad and not result["idempotent_run"]["hosts_changed_or_failed"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

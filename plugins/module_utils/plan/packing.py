@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Packing units onto GPUs of one model, in bulk: one layout is built first-fit decreasing, then repeated.
+
+* :func:`valid_layout` - a MIG layout (profile -> count) is valid when counts are within each profile's
+  max instances, compute and memory slices fit and mig_plan finds placements for every instance;
+* :func:`enumerate_layouts` - every maximal valid layout over some profiles (for the exact solver);
+* :func:`pack_mig` - profile counts -> ``[(layout, gpus)]``: the next GPU takes the largest profiles first, as
+  many as fit, then smaller ones; the same layout is repeated while the counts last (so 10,000 GPUs cost a few
+  dozen layout builds, not 10,000);
+* :func:`pack_shared` - time-sliced replicas by (memory, compute) class -> ``[(pattern, gpus)]`` the same way;
+  replicas on one GPU fit its memory and their compute adds up to at most one GPU.
+
+Pure Python, Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+
+EPS = 1e-9
+_VALID = {}
+_PLACED = {}
+
+
+def _targets(model, layout):
+    pmap = mig_plan.profile_map(model.profiles)
+    out = []
+    for name, count in layout:
+        p = pmap[name]
+        out.extend([mig_plan.Target(p.name, (p.compute_slices,))] * count)
+    return out, pmap
+
+
+def valid_layout(model, layout):
+    """``layout``: a sorted tuple of (profile, count)."""
+    key = (model.key, layout)
+    if key in _VALID:
+        return _VALID[key]
+    pmap = mig_plan.profile_map(model.profiles)
+    ok = True
+    used_c = used_m = 0
+    for name, count in layout:
+        p = pmap[name]
+        if count > p.max_instances:
+            ok = False
+        used_c += p.compute_slices * count
+        used_m += p.memory_slices * count
+    if ok and (used_c > model.compute_slices or used_m > model.memory_slices):
+        ok = False
+    if ok:
+        targets, pmap = _targets(model, layout)
+        ok = mig_plan.place(targets, pmap, model.memory_slices) is not None
+    _VALID[key] = ok
+    return ok
+
+
+def placements(model, layout):
+    """``[(profile, start, size)]`` for every instance of a valid layout (mig_plan's placement search)."""
+    key = (model.key, layout)
+    if key not in _PLACED:
+        targets, pmap = _targets(model, layout)
+        starts = mig_plan.best_place(targets, pmap, model.memory_slices) if targets else []
+        _PLACED[key] = [(t.profile, s, pmap[t.profile].memory_slices) for t, s in zip(targets, starts or [])]
+    return _PLACED[key]
+
+
+def _add(layout, name, n=1):
+    d = dict(layout)
+    d[name] = d.get(name, 0) + n
+    return tuple(sorted(d.items()))
+
+
+def enumerate_layouts(model, names, limit=5000):
+    """Every maximal valid layout using only the profiles ``names`` (plus the empty layout when none fits)."""
+    names = sorted(set(names))
+    out = []
+    seen = set()
+
+    def rec(layout, start):
+        if len(out) >= limit:
+            return
+        grew = False
+        for i in range(start, len(names)):
+            nxt = _add(layout, names[i])
+            if valid_layout(model, nxt):
+                grew = True
+                rec(nxt, i)
+        if not grew:
+            # maximal among extensions by later names: check all names
+            if not any(valid_layout(model, _add(layout, n)) for n in names) and layout not in seen:
+                seen.add(layout)
+                out.append(layout)
+
+    rec((), 0)
+    return out
+
+
+def pack_mig(model, need):
+    """``need``: profile -> count. Returns ``[(layout, gpus)]`` covering every count."""
+    pmap = mig_plan.profile_map(model.profiles)
+    need = dict((k, v) for k, v in need.items() if v > 0)
+    order = sorted(need, key=lambda n: (-pmap[n].memory_slices, -pmap[n].compute_slices, n))
+    out = []
+    while need:
+        layout = ()
+        for name in order:
+            while need.get(name, 0) - dict(layout).get(name, 0) > 0:
+                nxt = _add(layout, name)
+                if not valid_layout(model, nxt):
+                    break
+                layout = nxt
+        if not layout:
+            raise ValueError("profile %s cannot be placed on %s" % (order[0], model.key))
+        k = min(need[name] // count for name, count in layout)
+        out.append((layout, k))
+        for name, count in layout:
+            need[name] -= count * k
+            if not need[name]:
+                del need[name]
+        order = [n for n in order if n in need]
+    return out
+
+
+def shared_fit(pattern, cap_gb):
+    mem = sum(c[0] * n for c, n in pattern)
+    comp = sum(c[1] * n for c, n in pattern)
+    return mem <= cap_gb + EPS and comp <= 1.0 + EPS
+
+
+def pack_shared(cap_gb, classes):
+    """``classes``: (memory_gb, compute) -> replicas. Returns ``[(pattern, gpus)]``; pattern a sorted tuple."""
+    need = dict((k, v) for k, v in classes.items() if v > 0)
+    order = sorted(need, key=lambda c: (-c[0], -c[1]))
+    out = []
+    while need:
+        free_m, free_c = float(cap_gb), 1.0
+        pattern = {}
+        for cls in order:
+            mem, comp = cls
+            n = min(need[cls], int(math.floor((free_m + EPS) / mem)), int(math.floor((free_c + EPS) / comp)))
+            if n > 0:
+                pattern[cls] = n
+                free_m -= n * mem
+                free_c -= n * comp
+        if not pattern:
+            raise ValueError("a replica of %g GB does not fit in %g GB" % (order[0][0], cap_gb))
+        k = min(need[cls] // n for cls, n in pattern.items())
+        out.append((tuple(sorted(pattern.items())), k))
+        for cls, n in pattern.items():
+            need[cls] -= n * k
+            if not need[cls]:
+                del need[cls]
+        order = [c for c in order if c in need]
+    return out

@@ -1,0 +1,123 @@
+"""The fleet plan applied to a real control plane: playbooks/plan.yml with plan_apply sets the plan's tenant quotas
+through gpu_tenancy; the API server holds exactly the plan's requests.* keys and enforces them (an over-quota pod is
+refused); a second run changes nothing; check mode after a demand change says what would change and changes nothing.
+Names carry a unique suffix, so a reused cluster (make cluster-up) is not disturbed.
+"""
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from lib import gpu_nodes
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_plan(kubeconfig, tmp_path, variables, check=False):
+    varfile = tmp_path / ("vars-%s.json" % uuid.uuid4().hex[:6])
+    varfile.write_text(json.dumps(variables))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=kubeconfig)
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+           os.path.join(TOP, "playbooks", "plan.yml"), "-e", "@" + str(varfile),
+           "-e", "ansible_python_interpreter=" + sys.executable]
+    if check:
+        cmd += ["--check", "--diff"]
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=900, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError("no JSON from ansible-playbook: %s %s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return out
+
+
+def results(out):
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            res = task["hosts"].get("localhost")
+            if res is not None:
+                yield task["task"]["name"], res
+
+
+def plan_of(out):
+    return [res for name, res in results(out) if name == "Plan"][0]["plan"]
+
+
+@pytest.fixture(scope="module")
+def fleet(k8s_cluster, tmp_path_factory):
+    u = uuid.uuid4().hex[:6]
+    core = k8s_cluster.core
+    names = {"a100": "e2e-plan-a100-" + u, "l40s": "e2e-plan-l40s-" + u,
+             "search": "e2e-plan-search-" + u, "chat": "e2e-plan-chat-" + u}
+    gpu_nodes.ensure_node(core, names["a100"], gpus=[{"model": "a100_80gb", "count": 2}], mig_strategy="mixed",
+                          mig_config={"1g.10gb": 7})
+    gpu_nodes.ensure_node(core, names["l40s"], gpus=[{"model": "l40s_48gb", "count": 2}])
+    sched = client.SchedulingV1Api(k8s_cluster.api_client())
+    existing_pcs = set(pc.metadata.name for pc in sched.list_priority_class().items)
+    names["tmp"] = tmp_path_factory.mktemp("plan")
+    yield names
+    for ns in (names["search"], names["chat"]):
+        try:
+            core.delete_namespace(ns)
+        except ApiException:
+            pass
+    for node in (names["a100"], names["l40s"]):
+        gpu_nodes.delete_node(core, node)
+    for pc in ("gpu-critical", "gpu-high", "gpu-low"):
+        if pc not in existing_pcs:
+            try:
+                sched.delete_priority_class(pc)
+            except ApiException:
+                pass
+
+
+def variables(names, chat_replicas=3):
+    return {
+        "plan_nodes": [
+            {"name": names["a100"], "gpus": [{"model": "NVIDIA A100-SXM4-80GB", "count": 2}], "current": "all-1g.10gb"},
+            {"name": names["l40s"], "gpus": [{"model": "NVIDIA L40S", "count": 2}]}],
+        "plan_demand": [
+            {"tenant": names["search"], "name": "embedder", "replicas": 10, "memory_gb": 9, "kind": "inference",
+             "isolation": "strict"},
+            {"tenant": names["chat"], "name": "llm", "replicas": chat_replicas, "memory_gb": 20, "kind": "inference",
+             "isolation": "shared"}],
+        "plan_apply": True, "plan_apply_mig": False, "plan_apply_device_plugin": False,
+        "plan_output_dir": str(names["tmp"] / "out"),
+    }
+
+
+def test_plan_quotas_on_the_api_server(k8s_cluster, fleet):
+    core = k8s_cluster.core
+    first = run_plan(k8s_cluster.kubeconfig, fleet["tmp"], variables(fleet))
+    plan = plan_of(first)
+    assert plan["summary"]["replicas_unplaced"] == 0
+    assert plan["quotas"][fleet["search"]] == {"hard": {"requests.nvidia.com/mig-1g.10gb": 10}}
+    assert sum(plan["quotas"][fleet["chat"]]["hard"].values()) == 3
+    assert all(k.startswith("requests.nvidia.com/") for q in plan["quotas"].values() for k in q["hard"])
+    for tenant, quota in plan["quotas"].items():
+        rq = core.read_namespaced_resource_quota("gpu-quota", tenant)
+        assert dict((k, str(v)) for k, v in rq.spec.hard.items()) == dict(
+            (k, str(v)) for k, v in quota["hard"].items())
+    # the quota is enforced: 10 slices are granted, an 11th is refused by the API server
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="over"), spec=client.V1PodSpec(containers=[
+        client.V1Container(name="c", image="busybox", resources=client.V1ResourceRequirements(
+            requests={"nvidia.com/mig-1g.10gb": "11"}, limits={"nvidia.com/mig-1g.10gb": "11"}))]))
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod(fleet["search"], pod)
+    assert e.value.status == 403 and "exceeded quota" in e.value.body
+
+    second = run_plan(k8s_cluster.kubeconfig, fleet["tmp"], variables(fleet))
+    assert [name for name, res in results(second) if res.get("changed")] == []
+
+    check = run_plan(k8s_cluster.kubeconfig, fleet["tmp"], variables(fleet, chat_replicas=5), check=True)
+    assert sum(plan_of(check)["quotas"][fleet["chat"]]["hard"].values()) == 5
+    assert [name for name, res in results(check) if res.get("changed")]
+    rq = core.read_namespaced_resource_quota("gpu-quota", fleet["chat"])
+    assert dict((k, str(v)) for k, v in rq.spec.hard.items()) == dict(
+        (k, str(v)) for k, v in plan["quotas"][fleet["chat"]]["hard"].items())

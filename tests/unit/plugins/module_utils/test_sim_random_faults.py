@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+"""The simulator's seeded random-fault mode (issue 16 item 13)."""
+import pytest
+
+from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, mig_engine, nvml, nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+
+
+def _host(tmp_path, name, rate, seed):
+    path = str(tmp_path / name)
+    state = nvml_sim.new_state([{"model": "h100_80gb", "count": 2}], seed=1)
+    for gpu in state["gpus"]:
+        gpu["mig_mode_current"] = gpu["mig_mode_pending"] = 1
+    state["random_faults"] = {"rate": rate, "seed": seed}
+    nvml_sim.save_state(path, state)
+    return path
+
+
+def _converge(path, runs=30):
+    outcomes = []
+    for dummy in range(runs):
+        try:
+            with nvml.open_nvml(path) as backend:
+                mig_engine.run_mig_partition(backend, {"layout": [
+                    {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]})
+            outcomes.append("ok")
+            return outcomes
+        except GpuOpsError as e:
+            assert e.details["failed_action"]["error_details"].get("random_fault") is True or \
+                e.details["failed_action"]["error_details"].get("nvml_error") == "NVML_ERROR_UNKNOWN"
+            outcomes.append("fault")
+    return outcomes
+
+
+def test_random_faults_hit_only_mutating_calls_reproducibly(tmp_path):
+    a = _host(tmp_path, "a.json", 0.3, 42)
+    b = _host(tmp_path, "b.json", 0.3, 42)
+    ra, rb = _converge(a), _converge(b)
+    assert ra == rb and ra[-1] == "ok" and "fault" in ra  # same seed, same story; it converges
+    sa, sb = nvml_sim.load_state(a), nvml_sim.load_state(b)
+    assert sa["random_faults"] == sb["random_faults"]
+    # every failed run is one injected fault (a fault in a rollback adds one more)
+    assert sa["random_faults"]["injected"] >= ra.count("fault") and sa["random_faults"]["draws"] > 14
+    # reads never fail
+    with nvml.open_nvml(a) as backend:
+        for dummy in range(20):
+            gpu_state.read_host(backend)
+
+
+def test_rate_zero_injects_nothing_and_rate_one_everything(tmp_path):
+    zero = _host(tmp_path, "z.json", 0.0, 1)
+    assert _converge(zero, runs=1) == ["ok"]
+    assert nvml_sim.load_state(zero)["random_faults"]["injected"] == 0
+    one = _host(tmp_path, "o.json", 1.0, 1)
+    assert _converge(one, runs=3) == ["fault"] * 3
+    assert nvml_sim.load_state(one)["random_faults"]["injected"] == 3
+
+
+@pytest.mark.parametrize("spec, field", [({"rate": 2}, "random_faults.rate"), ({}, "random_faults.rate"),
+                                         ({"rate": 0.1, "calls": ["nope"]}, "random_faults.calls[0]")])
+def test_random_faults_are_validated(tmp_path, spec, field):
+    path = _host(tmp_path, "v.json", 0.1, 1)
+    state = nvml_sim.load_state(path)
+    state["random_faults"] = spec
+    nvml_sim.save_state(path, state)
+    with pytest.raises(GpuOpsError) as e:
+        nvml_sim.load_state(path)
+    assert field in e.value.msg
