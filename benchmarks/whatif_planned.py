@@ -19,27 +19,14 @@ import os
 import sys
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(TOP, ".build", "collections")
-_link = os.path.join(COLLECTIONS, "ansible_collections", "gpuops", "k8s")
-if not os.path.exists(_link):
-    os.makedirs(os.path.dirname(_link), exist_ok=True)
-    os.symlink(TOP, _link)
-sys.path.insert(0, COLLECTIONS)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import whatif_sweep  # noqa: E402  (sets up the collection path; trace_dir)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner  # noqa: E402
 
 A100 = "NVIDIA A100-SXM4-80GB"
 STATIC = {"*": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}  # all-balanced on every GPU
-
-
-def trace_dir(arg):
-    if arg:
-        return arg
-    if os.environ.get("GPUOPS_TRACE_DIR"):
-        return os.environ["GPUOPS_TRACE_DIR"]
-    return os.path.join(os.path.dirname(TOP), "shared", "data", "alibaba-gpu-2023", "csv")
 
 
 def demand_of(pods, inflation):
@@ -63,7 +50,7 @@ def main(argv=None):
     ap.add_argument("--inflation", type=float, default=1.3)
     ap.add_argument("--seed", type=int, default=42)
     args = ap.parse_args(argv)
-    csv_dir = trace_dir(args.trace)
+    csv_dir = whatif_sweep.trace_dir(args.trace)
     params = {"nodes_csv": os.path.join(csv_dir, "openb_node_list_gpu_node.csv"),
               "pods_csv": os.path.join(csv_dir, "openb_pod_list_default.csv"),
               "inflation": args.inflation, "seed": args.seed, "mig_shape": "a100_80gb"}

@@ -365,6 +365,16 @@ def parse_profile(name):
     return c, gi
 
 
+def is_advertised_mig_device(profile_name):
+    """Whether the NVIDIA device plugin advertises MIG devices of this profile to Kubernetes.
+
+    It registers resources only for profiles whose compute instance spans the whole GPU instance
+    (k8s-device-plugin internal/rm: ``if info.C != info.G`` the profile is skipped): the compute
+    instances of a split GPU instance (``1c.3g.40gb``) are no Kubernetes device.
+    """
+    return parse_profile(profile_name)[0] is None
+
+
 def canonical_profile_name(name):
     text = str(name).strip().lower()
     # label-safe form used in config names: 1g.10gb.me -> 1g.10gb+me, 1g.24gb.me.all -> +me.all

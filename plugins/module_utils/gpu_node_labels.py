@@ -324,10 +324,9 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
         per_profile = {}
         for g in devs:
             for name in g["mig_devices"]:
-                ci, gi = gpu_catalog.parse_profile(name)
-                prof = gpu_catalog.get_profile(g["model"], gi)
-                if ci is not None and ci != prof.compute_slices:
-                    continue  # a GI split into smaller CIs is not advertised by the device plugin
+                if not gpu_catalog.is_advertised_mig_device(name):
+                    continue
+                prof = gpu_catalog.get_profile(g["model"], gpu_catalog.parse_profile(name)[1])
                 entry = per_profile.setdefault(prof.name, [g, prof, 0])
                 entry[2] += 1
         for pname in sorted(per_profile):

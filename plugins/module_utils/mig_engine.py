@@ -233,10 +233,8 @@ def plan_host(nvml, gpus, entries, force=False, skipped=None):
 def resources(gpus, strategy="mixed"):
     """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy).
 
-    The plugin registers a resource only for MIG profiles whose compute instance spans the whole GPU
-    instance (k8s-device-plugin internal/rm: ``if info.C != info.G { skip }``), so the compute
-    instances of a split GPU instance (``1c.3g.40gb``) are no device to Kubernetes, as gpu_node_labels
-    (the simulated GFD / device plugin) publishes them.
+    Split compute instances (``1c.3g.40gb``) are left out, as the plugin and gpu_node_labels do
+    (gpu_catalog.is_advertised_mig_device).
     """
     out = Counter()
     for gpu in gpus:
@@ -246,8 +244,8 @@ def resources(gpus, strategy="mixed"):
             for row in gpu.get("instances") or []:
                 if not mig_plan.row_is_mig_device(row):
                     continue  # a GPU instance without compute instance is no device
-                if gpu_catalog.parse_profile(row["profile"])[0] is not None:
-                    continue  # a compute instance smaller than its GPU instance is not advertised
+                if not gpu_catalog.is_advertised_mig_device(row["profile"]):
+                    continue
                 out[gpu_catalog.resource_name(row["profile"], strategy)] += 1
         else:
             out["nvidia.com/gpu"] += 1
