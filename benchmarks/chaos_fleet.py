@@ -37,8 +37,11 @@ if not os.path.exists(_link):
     os.makedirs(os.path.dirname(_link), exist_ok=True)
     os.symlink(TOP, _link)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, mig_engine, mig_plan, nvml_sim  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
 
 LAYOUT_A = {"3g.40gb": 1, "1g.10gb": 4}
 LAYOUT_B = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}

@@ -49,13 +49,13 @@ if not os.path.exists(_link):
     os.symlink(TOP, _link)
 sys.path.insert(0, _root)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_engine  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml_sim  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import NvmlError  # noqa: E402
 
 MUTATING_CALLS = ("nvmlDeviceSetMigMode", "nvmlDeviceCreateGpuInstance", "nvmlDeviceCreateGpuInstanceWithPlacement",
                   "nvmlGpuInstanceCreateComputeInstance", "nvmlGpuInstanceCreateComputeInstanceWithPlacement",

@@ -19,8 +19,9 @@ if not os.path.exists(_link):
     os.makedirs(os.path.dirname(_link), exist_ok=True)
     os.symlink(TOP, _link)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml_sim  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
 
 
 def build(path, model, layout):

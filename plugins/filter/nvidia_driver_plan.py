@@ -55,8 +55,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.driver_policy import driver_plan
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.host.driver_policy import driver_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def nvidia_driver_plan(listing, branch, version=None, kernel_modules="auto", models=None, fabric_manager="auto"):

@@ -92,7 +92,7 @@ compose:
 from ansible.errors import AnsibleError
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_inventory import node_host
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.inventory import node_host
 
 
 def list_gpu_nodes(options):

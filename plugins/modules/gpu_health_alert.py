@@ -140,8 +140,8 @@ problem:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_alerts import read_alert
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.alerts import read_alert
 
 
 def main():

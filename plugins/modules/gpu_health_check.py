@@ -189,8 +189,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_health import run_health_check
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import run_health_check
 
 
 def main():

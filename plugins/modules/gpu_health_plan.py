@@ -146,8 +146,8 @@ dry_run:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_health import DEFAULT_TAINT, plan_actions
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import DEFAULT_TAINT, plan_actions
 
 
 def main():

@@ -174,8 +174,8 @@ gpus:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_state import gpu_info
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.gpu_state import gpu_info
 
 
 def main():

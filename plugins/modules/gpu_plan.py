@@ -171,7 +171,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import report, solver
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import nodes_diff
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import writer

@@ -152,8 +152,8 @@ backend:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_settings import gpu_settings
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.host.settings import gpu_settings
 
 
 def main():

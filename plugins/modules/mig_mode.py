@@ -147,8 +147,8 @@ backend:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig_mode_runner import mig_mode
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig.mode_runner import mig_mode
 
 
 def main():

@@ -301,9 +301,9 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_engine
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import writable
 
 
 def main():
@@ -322,7 +322,7 @@ def main():
         supports_check_mode=True,
     )
     try:
-        with nvml.open_nvml(module.params["simulator"]) as backend:
+        with writable.open_nvml(module.params["simulator"]) as backend:
             result = mig_engine.run_mig_partition(backend, module.params, check_mode=module.check_mode,
                                                   diff=module._diff)
     except GpuOpsError as e:

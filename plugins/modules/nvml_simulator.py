@@ -269,8 +269,8 @@ simulator:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml_sim import configure
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim.configure import configure
 
 
 def main():

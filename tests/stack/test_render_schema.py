@@ -94,7 +94,7 @@ def test_service_monitor_shape(rendered):
 def test_prometheus_rule_alerts_on_what_gpu_health_checks(rendered):
     """One alert per gpu_health check, each keyed by node with the gpuops_check label gpu_alerts reads back, on
     metrics the exporter collects; the ServiceMonitor puts the node label there."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_alerts
+    from ansible_collections.gpuops.k8s.plugins.module_utils.health import alerts as gpu_alerts
 
     scenario, docs, _paths = rendered
     rules = [d for _path, d in docs if d["kind"] == "PrometheusRule"]

@@ -19,8 +19,8 @@ of gpu_info), Python 3.9 compatible.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 
 FREE = u"\u00b7"
 DEFAULT_WIDTH = 8

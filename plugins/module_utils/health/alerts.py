@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_health import validate_policy, xid_action
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import validate_policy, xid_action
 
 # The label of the health check an alert stands for (set by the dcgm_exporter role's PrometheusRule); alerts
 # without it are recognised by name.

@@ -25,7 +25,7 @@ import json
 import math
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 # Annotation / label / taint names the health check owns (NVSentinel-style audit trail).
 PREFIX = "gpuops.k8s/"
@@ -561,9 +561,10 @@ def read_kernel_log(params, run_command, exists):
 
 def read_gpu_facts(simulator=None):
     """``gpu_info``-shaped facts of this host, through the collection's NVML layer."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
 
-    with nvml.open_nvml(simulator=simulator) as backend:
+    with open_nvml(simulator=simulator) as backend:
         return gpu_state.read_host(backend)
 
 

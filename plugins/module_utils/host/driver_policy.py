@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 # PCI class codes (24 bit) of NVIDIA functions.
 PCI_CLASS_VGA = 0x030000

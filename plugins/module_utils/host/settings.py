@@ -12,9 +12,9 @@ Pure Python over the NVML backend (real or simulated), Python 3.9 compatible.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NOT_SUPPORTED, NvmlError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NOT_SUPPORTED, NvmlError
 
 COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
 COMPUTE_MODE_NAMES = dict((v, k) for k, v in COMPUTE_MODES.items())
@@ -259,7 +259,8 @@ def run_gpu_settings(nvml, params, check_mode=False):
 
 def gpu_settings(params, check_mode=False, run_command=None):
     """Open NVML (real or simulated) and run run_gpu_settings."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import host_lock, open_nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import open_nvml
 
     with open_nvml(params.get("simulator"), run_command) as nvml:
         if check_mode:

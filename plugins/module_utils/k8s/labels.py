@@ -35,8 +35,8 @@ Facts (shared/reference/k8s-gpu-stack.md sections 1.5, 1.6, 2.2):
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 SHARING_STRATEGIES = ("none", "time-slicing", "mps")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_node_labels
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_node_labels
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 DEFAULT_RESOURCES = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "2Ti"}

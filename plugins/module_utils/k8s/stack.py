@@ -19,8 +19,8 @@ import copy
 import difflib
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
 
 # --------------------------------------------------------------------------------------------
 # Device plugin (NVIDIA/k8s-device-plugin v0.20.0, api/config/v1)

@@ -18,7 +18,7 @@ import math
 import re
 from collections import namedtuple
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 # NVML_GPU_INSTANCE_PROFILE_* constant values (nvml.h / pynvml).
 GI_PROFILE_1_SLICE = 0

@@ -27,14 +27,14 @@ from __future__ import annotations
 import copy
 from collections import Counter
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import diagram
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml as nvml_lib
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
 
 MUTATING = ("set_mig_mode", "destroy", "create")
 
@@ -347,7 +347,7 @@ def run_mig_partition(nvml, params, check_mode=False, diff=False):
         return _run_mig_partition(nvml, params, True, diff)
     what = "gpuops.k8s.mig_partition %s" % (params.get("config") or ("config file %s" % params["config_file"]
                                                                      if params.get("config_file") else "inline layout"))
-    with nvml_lib.host_lock(nvml, what):
+    with host_lock(nvml, what):
         return _run_mig_partition(nvml, params, False, diff)
 
 

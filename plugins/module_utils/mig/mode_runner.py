@@ -11,10 +11,10 @@ uses them, otherwise ``reset_required`` is reported.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as cat
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import NvmlError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
 
 
 def _valid_devices(gpus):
@@ -193,7 +193,8 @@ def run_mig_mode(nvml, params, check_mode=False):
 
 def mig_mode(params, check_mode=False, run_command=None):
     """Open NVML (real or simulated, from ``params['simulator']``) and run run_mig_mode."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import host_lock, open_nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import open_nvml
 
     with open_nvml(params.get("simulator"), run_command) as nvml:
         if check_mode:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections import Counter, namedtuple
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
 
 # An existing GPU instance: GI profile name, placement (memory slices), NVML GI id, the compute
 # slices of its compute instances (sorted, largest first; () when it has none) and whether

@@ -15,7 +15,7 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 LABEL_CONFIG = "nvidia.com/mig.config"
 LABEL_STATE = "nvidia.com/mig.config.state"

@@ -14,9 +14,9 @@ instance without compute instances shows one entry with ``compute_instance_id: n
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as cat
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import (
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
     FUNCTION_NOT_FOUND,
     GPU_IS_LOST,
     IN_USE,
@@ -602,14 +602,14 @@ def _change(action, call, gpu_instance_id, **extra):
 
 def gpu_info(simulator=None, diagram=True, run_command=None):
     """The gpu_info module's result: read_host plus the backend kind and, when available, a slice diagram."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
 
     with open_nvml(simulator, run_command) as nvml:
         host = read_host(nvml)
         host["backend"] = nvml.kind
     if diagram:
         try:
-            from ansible_collections.gpuops.k8s.plugins.module_utils import diagram as diagram_mod
+            from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram as diagram_mod
         except ImportError:
             diagram_mod = None
         if diagram_mod is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 
 EPS = 1e-9
 _VALID = {}

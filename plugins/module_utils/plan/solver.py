@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import diagram
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as dm
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import heuristic, milp, outputs, packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt

@@ -10,8 +10,8 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 
 
 def gpu_row(gpu, host=None, shares=None):

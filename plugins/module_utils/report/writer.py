@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 DEFAULT_NAME = "report.md"
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as fragmod
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as migmod
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import nonzero_cpu

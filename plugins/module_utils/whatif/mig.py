@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config as migcfg
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as migcfg
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 
 try:

@@ -37,7 +37,7 @@ import math
 import random
 import time
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as datamod
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as migmod
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 MILLI = 1000
 ORDERS = ("shuffle", "creation", "file")

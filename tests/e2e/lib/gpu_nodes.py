@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """kwok GPU nodes for the local cluster, labelled as GPU Feature Discovery would and advertising
 ``nvidia.com/*`` capacity as the device plugin would (the facts come from
-``plugins/module_utils/gpu_node_labels.py``; the Kubernetes calls go through the official Python
+``plugins/module_utils/k8s/labels.py``; the Kubernetes calls go through the official Python
 client, the same library kubernetes.core uses).
 
     from lib import gpu_nodes
@@ -26,7 +26,7 @@ if not os.path.exists(_link):
 if _COLLECTIONS not in sys.path:
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_node_labels  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_node_labels  # noqa: E402
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 DEFAULT_NODE_RESOURCES = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "2Ti"}

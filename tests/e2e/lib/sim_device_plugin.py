@@ -53,7 +53,7 @@ def config_effect(name, config):
     """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
     ``{"mig_strategy", "sharing"}`` for ``gpu_node_labels.node_gpu_state`` (validated by the same
     code as the device_plugin role)."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack
+    from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
     cfg, dummy, summary = gpu_stack.validate_device_plugin_config(name, config)
     sharing = None
     if summary["sharing"] != "none":
@@ -91,7 +91,8 @@ class PluginConfigs(object):
 
 def read_facts(simulator):
     """The host's live GPU facts (what the plugin would see through NVML)."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
     with nvml.open_nvml(simulator=simulator) as backend:
         return gpu_state.read_host(backend)
 

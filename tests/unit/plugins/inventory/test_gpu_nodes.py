@@ -7,7 +7,7 @@ from ansible.template import Templar, trust_as_template
 trusted = trust_as_template
 
 from ansible_collections.gpuops.k8s.plugins.inventory import gpu_nodes as plugin
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_inventory import node_host, safe_group
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.inventory import node_host, safe_group
 
 
 def node(name, product, config=None, sharing="none", alloc=None, unschedulable=False):

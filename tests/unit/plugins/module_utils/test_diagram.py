@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """Slice diagrams."""
-from ansible_collections.gpuops.k8s.plugins.module_utils import diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
 
 
 def row(profile, start, size, gid, ci=0, **kw):

@@ -3,8 +3,8 @@
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.driver_policy import driver_plan, parse_pci_listing
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.host.driver_policy import driver_plan, parse_pci_listing
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def listing(*devices):

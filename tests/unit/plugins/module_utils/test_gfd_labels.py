@@ -2,8 +2,8 @@
 """Issue 16 item 11: the simulated GFD labels follow GFD v0.20.0 (internal/lm/resource.go, mig-strategy.go)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_node_labels import node_gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.labels import node_gpu_state
 
 ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")
 
@@ -65,7 +65,7 @@ def test_single_mig_devices_carry_engine_labels():
 
 def test_simulated_nvml_reports_the_same_engine_counts():
     """gpu_info's profile info (the simulator's nvmlDeviceGetGpuInstanceProfileInfo) and the labels agree."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils import nvml_sim
+    from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
     model = gpu_catalog.find_model("a100_80gb")
     backend = nvml_sim.SimBackend("/nonexistent")
     for p in model.profiles:

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_alerts as ga
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_health as gh
+from ansible_collections.gpuops.k8s.plugins.module_utils.health import alerts as ga
+from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks as gh
 
 HOSTS = ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]
 

@@ -1,7 +1,7 @@
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as cat
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 MIG_MODELS = ["a30_24gb", "a100_40gb", "a100_80gb", "h100_80gb", "h100_nvl_94gb", "h200_141gb",
               "gh200_96gb", "gh200_144gb", "b200_180gb"]

@@ -1,8 +1,8 @@
 """Unit tests for gpu_health: host evaluation, Xid parsing, hysteresis and circuit breaker."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_health as gh
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks as gh
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def gpu(index, **kw):

@@ -1,7 +1,7 @@
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_node_labels import (
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.labels import (
     node_changes, node_gpu_state, owned_label, owned_resource)
 
 A100x2 = [{"model": "a100_80gb", "count": 2}]

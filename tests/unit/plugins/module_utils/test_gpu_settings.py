@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_settings as gs
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.host import settings as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
-"""Unit tests of the stack validation logic (plugins/module_utils/gpu_stack.py)."""
+"""Unit tests of the stack validation logic (plugins/module_utils/k8s/stack.py)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack as gs
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def _ts(replicas=4, name="nvidia.com/gpu", **extra):

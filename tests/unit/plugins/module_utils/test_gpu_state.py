@@ -3,10 +3,11 @@
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as cat
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import IN_USE, NvmlError, open_nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import IN_USE, NvmlError, open_nvml
 
 FACT_KEYS = {
     "index", "uuid", "name", "model", "pci_device_id", "pci_bus_id", "memory_total_mib", "mig_capable",
@@ -212,7 +213,7 @@ def test_cuda_version_string():
 
 
 def test_old_driver_without_v2_profile_info_uses_v1_and_the_naming_rule(host, monkeypatch):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import FUNCTION_NOT_FOUND
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import FUNCTION_NOT_FOUND
     with open_nvml(host) as nv:
         enable(nv, 0)
         real = nv.nvmlDeviceGetGpuInstanceProfileInfo
@@ -238,9 +239,9 @@ def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
     fake = types.ModuleType("diagram")
     seen = []
     fake.render = lambda gpus: seen.append(len(gpus)) or rendered
-    monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.diagram", fake)
-    import ansible_collections.gpuops.k8s.plugins.module_utils as mu
-    monkeypatch.setattr(mu, "diagram", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.common.diagram", fake)
+    import ansible_collections.gpuops.k8s.plugins.module_utils.common as common
+    monkeypatch.setattr(common, "diagram", fake, raising=False)
     info = gpu_state.gpu_info(host)
     assert info["diagram"] == ["GPU0 a", "GPU1 b"] and seen == [3]
     assert "diagram" not in gpu_state.gpu_info(host, diagram=False)

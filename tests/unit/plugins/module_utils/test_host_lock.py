@@ -5,8 +5,12 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, mig_engine, mig_plan, nvml, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 LAYOUTS = ({"1g.10gb": 7}, {"3g.40gb": 2})
 

@@ -5,8 +5,10 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog, mig_config, mig_plan
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DEFAULT_CONFIG = os.path.join(TOP, "tests", "integration", "targets", "mig_partition", "files",

@@ -2,8 +2,11 @@
 """Issue 16 items 3, 5, 6: unknown GPU indexes, binary config files, duplicate keys."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_config, mig_engine, nvml, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def _host(tmp_path, count=2):

@@ -7,8 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog, mig_engine, mig_plan, nvml, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DEFAULT_CONFIG = os.path.join(TOP, "tests", "integration", "targets", "mig_partition", "files",
@@ -271,7 +275,7 @@ def test_fault_halfway_reports_and_rerun_converges(tmp_path, call):
     assert made and all(isinstance(a["gpu_instance_id"], int) for a in made)
     # the report is accurate: it matches a fresh read of the GPUs
     with nvml.open_nvml(path) as backend:
-        from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state
+        from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
         now = gpu_state.read_host(backend)["gpus"]
     assert [mig_plan.instances_from_gpu(g) for g in now] == [mig_plan.instances_from_gpu(g) for g in d["gpus"]]
     # the re-run converges and then is idempotent

@@ -3,9 +3,11 @@
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, mig_mode_runner, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import open_nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import mode_runner as mig_mode_runner
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml
 
 
 @pytest.fixture

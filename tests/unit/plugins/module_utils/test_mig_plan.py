@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_plan as mp
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mp
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 MIG_MODELS = sorted(k for k, m in gpu_catalog.CATALOG.items() if m.profiles)
 A100 = gpu_catalog.CATALOG["a100_80gb"]

@@ -1,8 +1,8 @@
 """Unit tests for mig_rollout: rollout planning, last good layout, failure budget."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import mig_rollout as mr
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import rollout as mr
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def node(name, config=None, state=None, annotations=None, alloc=None, unschedulable=False):

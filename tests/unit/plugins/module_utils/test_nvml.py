@@ -24,8 +24,8 @@ import types
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 COLLECTIONS = os.path.join(TOP, ".build", "collections")
@@ -205,8 +205,8 @@ def test_real_backend_array_calls_use_pynvml_structs():
 PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 try:
     with nvml.open_nvml() as nv:
         out = {"opened": True}
@@ -421,7 +421,7 @@ def test_real_gpu_info_reads_every_gpu(real_gpus):
 
 @real_gpu_only
 def test_real_gpu_names_are_in_the_catalog(real_gpus):
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
     result, reference = real_gpus
     for got, ref in zip(result["gpus"], reference["gpus"]):
         assert got["name"] == ref["name"]
@@ -432,7 +432,7 @@ def test_real_gpu_names_are_in_the_catalog(real_gpus):
 
 @real_gpu_only
 def test_real_gpu_memory_matches_nvml(real_gpus):
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
     result, reference = real_gpus
     for got, ref in zip(result["gpus"], reference["gpus"]):
         assert got["memory_total_mib"] == ref["memory_total_mib"]
@@ -444,7 +444,7 @@ def test_real_gpu_memory_matches_nvml(real_gpus):
 
 @real_gpu_only
 def test_real_gpu_mig_mode_matches_nvml(real_gpus):
-    from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
     result, reference = real_gpus
     for got, ref in zip(result["gpus"], reference["gpus"]):
         assert got["mig_capable"] == ref["mig"]["capable"]

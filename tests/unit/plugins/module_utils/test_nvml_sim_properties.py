@@ -8,9 +8,9 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog as cat
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import INSUFFICIENT_RESOURCES, NvmlError, open_nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import INSUFFICIENT_RESOURCES, NvmlError, open_nvml
 
 MIG_MODELS = sorted(k for k, m in cat.CATALOG.items() if m.profiles)
 

@@ -3,8 +3,11 @@
 a GPU instance left without a compute instance is reported and drawn as such."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import diagram, mig_engine, nvml, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import slices
 
 

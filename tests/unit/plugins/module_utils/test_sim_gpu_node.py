@@ -2,8 +2,8 @@ import copy
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.sim_gpu_node import run_sim_gpu_node
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.node_sim import run_sim_gpu_node
 
 
 def _merge(target, patch):

@@ -2,8 +2,11 @@
 """The simulator's seeded random-fault mode (issue 16 item 13)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, mig_engine, nvml, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def _host(tmp_path, name, rate, seed):

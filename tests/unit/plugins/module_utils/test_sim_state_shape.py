@@ -5,8 +5,10 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_state, nvml, nvml_sim
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def _good():

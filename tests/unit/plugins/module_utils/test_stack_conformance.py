@@ -5,8 +5,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack as gs
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import nvml_sim
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.modules import mig_partition
 
 import module_harness

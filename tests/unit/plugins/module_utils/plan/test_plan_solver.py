@@ -2,8 +2,11 @@
 """The fleet planner on hand-checked cases: decisions, bounds, infeasible and boundary demand, churn, outputs."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog, gpu_stack, mig_config, mig_plan
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand, packing, solver
 
 A100 = "NVIDIA A100-SXM4-80GB"

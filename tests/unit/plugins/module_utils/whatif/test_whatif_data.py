@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, engine, frag, metrics, mig, runner, workload
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")

@@ -2,7 +2,7 @@
 """MIG layouts of the what-if: mig_config forms and errors, planned layouts from a gpu_plan result."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, mig
 
 NODES = [data.Node("a1", 96000, 1 << 20, 2, "a100_80gb", None, {}), data.Node("t1", 96000, 1 << 20, 2, "T4", None, {}),
