@@ -41,7 +41,7 @@ demo: venv collections
 	@python hack/demo.py
 
 demo-mig: venv collections
-	ansible-playbook -i inventories/sim/hosts.yml playbooks/demo_mig.yml
+	ansible-playbook -i inventories/sim/hosts.yml playbooks/lab/demo_mig.yml
 
 demo-clean:
 	@python hack/demo.py --clean

@@ -5,7 +5,7 @@
 #   make cluster-up     start (or reuse) the cluster in .cache/cluster with the kwok GPU nodes of
 #                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
-#   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/sim_lab.yml), then
+#   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/lab/sim_lab.yml), then
 #                       playbooks/site.yml on inventories/sim/hosts.yml (docs/simulated-lab.md)
 #   make e2e            the e2e tests (tests/e2e) on a real cluster; fails if Go or the build is missing
 # GPUOPS_SKIP_E2E=1 opts out of `make e2e` explicitly (for people without Go; CI never sets it).
@@ -29,7 +29,7 @@ cluster-status:
 
 sim-lab: venv collections k8s-build
 	@eval "$$($(CLUSTER_PY) up | tail -n1)" && \
-	ansible-playbook -i inventories/sim/hosts.yml playbooks/sim_lab.yml && \
+	ansible-playbook -i inventories/sim/hosts.yml playbooks/lab/sim_lab.yml && \
 	ansible-playbook -i inventories/sim/hosts.yml playbooks/site.yml && \
 	echo "simulated lab ready: export KUBECONFIG=$$KUBECONFIG"
 

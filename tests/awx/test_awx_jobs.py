@@ -47,7 +47,7 @@ def lab(k8s_cluster, ee, tmp_path_factory):
                         "gpuops_mig_config_file": "{{ playbook_dir }}/../inventories/sim/files/mig-config.yaml"},
         # the cluster credential
         job_env={"KUBECONFIG": k8s_cluster.kubeconfig})
-    sim_lab = {"name": "simulated lab hosts", "playbook": "playbooks/sim_lab.yml"}
+    sim_lab = {"name": "simulated lab hosts", "playbook": "playbooks/lab/sim_lab.yml"}
     made = launcher.launch(sim_lab, {"sim_lab_reset": True})
     assert made.status == "successful", made.failures()
     state = {"api": api, "launcher": launcher, "sim_dir": sim_dir, "stored": stored, "cluster": k8s_cluster}

@@ -113,7 +113,7 @@ def pool(k8s_cluster, de, tmp_path_factory, unique_pool):
     with open(inv_path, "w") as f:
         yaml.safe_dump(inventory, f)
     env = de.env(HOME=str(work), ANSIBLE_HOME=str(work / ".ansible"), KUBECONFIG=k8s_cluster.kubeconfig)
-    made = subprocess.run([os.path.join(de.bin, "ansible-playbook"), "-i", inv_path, "gpuops.k8s.sim_lab"],
+    made = subprocess.run([os.path.join(de.bin, "ansible-playbook"), "-i", inv_path, "gpuops.k8s.lab.sim_lab"],
                           cwd=str(work), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=False)
     assert made.returncode == 0, made.stdout[-4000:]

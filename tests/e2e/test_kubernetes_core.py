@@ -129,10 +129,10 @@ def test_sim_gpu_node_module_acts_as_device_plugin(k8s_cluster, tmp_path, unique
 
 
 def test_sim_lab_playbook_publishes_every_host(k8s_cluster):
-    """playbooks/sim_k8s_nodes.yml on inventories/sim: one kwok node per simulated host, idempotent."""
+    """playbooks/lab/sim_k8s_nodes.yml on inventories/sim: one kwok node per simulated host, idempotent."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", KUBECONFIG=k8s_cluster.kubeconfig)
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inventories/sim/hosts.yml",
-           "playbooks/sim_k8s_nodes.yml"]
+           "playbooks/lab/sim_k8s_nodes.yml"]
     for dummy in range(2):
         proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, check=False)

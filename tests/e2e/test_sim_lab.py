@@ -7,14 +7,14 @@ kwok nodes are published from the inventory as ``make cluster-up`` does, and the
 plugin (tests/e2e/lib/sim_device_plugin.py, a thread here) publishes each host's live MIG layout on
 its node, as ``make cluster-up`` runs it for the lab.
 
-sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
+lab/sim_lab.yml -> site.yml --check (nothing changes) -> site.yml (hosts, stack, tenancy) -> site.yml
 again (changed=0 on every host) -> site.yml --check again (the capacity check now passes with the default
 policy) -> gpu_nodes.yml, k8s_gpu_stack.yml, tenancy.yml each alone
 (changed=0) -> a per-node device plugin config change (the simulated plugin advertises what the
 node's config says) -> mig_reconfigure.yml on the A100 pool -> gpu_nodes.yml refuses to undo it
 while the inventory names the old config -> health.yml with an Xid injected in a host's kernel log
 (armed: cordons exactly that node; cleared: uncordons it) -> mig_reconfigure.yml over three pools
-with a failure budget of 1 and a fault on the second node -> demo_mig.yml. Everything the run created in the cluster is removed at the end.
+with a failure budget of 1 and a fault on the second node -> lab/demo_mig.yml. Everything the run created in the cluster is removed at the end.
 """
 import json
 import os
@@ -130,11 +130,11 @@ def lab(k8s_cluster, tmp_path_factory):
 
 
 def test_sim_lab_creates_the_hosts(lab):
-    out = playbook(lab, "sim_lab.yml", "-e", "sim_lab_reset=true")
+    out = playbook(lab, "lab/sim_lab.yml", "-e", "sim_lab_reset=true")
     assert set(out["stats"]) == set(HOSTS)
     facts = live_facts(lab, "hgx-h200-01")
     assert len(facts["gpus"]) == 8 and facts["driver_version"] == "550.127.08"
-    again = playbook(lab, "sim_lab.yml")
+    again = playbook(lab, "lab/sim_lab.yml")
     assert all(s["changed"] == 0 for s in again["stats"].values()), again["stats"]
 
 
@@ -344,7 +344,7 @@ def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
 
 
 def test_demo_runs_on_the_lab(lab):
-    out = playbook(lab, "demo_mig.yml")
+    out = playbook(lab, "lab/demo_mig.yml")
     assert all(s["failures"] == 0 for s in out["stats"].values())
     day2 = results(out, "Day 2 - only the difference was touched; the busy 4g.40gb (*) kept running")
     assert day2["hgx-h100-01"]["msg"][0].startswith("hgx-h100-01 (h100-day2): kept 16, destroyed 6, created 2")

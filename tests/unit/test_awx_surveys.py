@@ -49,14 +49,12 @@ def playbook_options(playbook):
 TEMPLATES = _load(os.path.join(AWX, "job_templates.yml"))["gpuops_awx_job_templates"]
 
 
-# playbooks of the simulated lab only (the MIG demo, kwok nodes, simulated hosts): not AWX jobs
-LAB_PLAYBOOKS = ("demo_mig.yml", "sim_k8s_nodes.yml", "sim_lab.yml")
-
-
 def test_one_job_template_per_playbook():
-    playbooks = sorted(f for f in os.listdir(PLAYBOOKS) if f.endswith(".yml") and not f.endswith(".meta.yml")
-                       and f not in LAB_PLAYBOOKS)
+    """Every production playbook (the top of playbooks/) is one AWX job; the lab's (playbooks/lab/) are none."""
+    playbooks = sorted(f for f in os.listdir(PLAYBOOKS) if f.endswith(".yml") and not f.endswith(".meta.yml"))
     assert sorted(os.path.basename(t["playbook"]) for t in TEMPLATES) == playbooks
+    assert all(os.path.dirname(t["playbook"]) == "playbooks" for t in TEMPLATES)
+    assert {"sim_lab.yml", "sim_k8s_nodes.yml", "demo_mig.yml", "demo.yml"} <= set(os.listdir(os.path.join(PLAYBOOKS, "lab")))
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t["survey"])
