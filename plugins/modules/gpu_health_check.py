@@ -22,35 +22,17 @@ description:
     M(gpuops.k8s.gpu_health_plan) across all nodes.
 author:
   - gpuops.k8s maintainers (@gpuops)
-attributes:
-  check_mode:
-    support: full
-    description: The module never changes anything; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  platform:
-    support: full
-    description: Runs on the GPU host (Linux).
-    platforms: posix
-  action_group:
-    support: full
-    description: Member of the C(gpuops.k8s.nvml) action group, so O(simulator) can be set once for a play.
-    membership:
-      - gpuops.k8s.nvml
+extends_documentation_fragment:
+  - gpuops.k8s.nvml
+  - gpuops.k8s.attributes.read_only
+  - gpuops.k8s.attributes.idempotent
 options:
   gpus:
     description:
       - The RV(gpuops.k8s.gpu_info#module:gpus) list of M(gpuops.k8s.gpu_info).
-      - When omitted, the module reads the GPUs itself through NVML (or O(simulator)).
+      - When omitted, the module reads the GPUs itself through NVML (or O(simulator), which is only used then).
     type: list
     elements: dict
-  simulator:
-    description:
-      - Path of a simulated NVML state file (see M(gpuops.k8s.nvml_simulator)).
-      - Defaults to the environment variable E(GPUOPS_NVML_SIMULATOR); without either the real NVML is used.
-      - Only used when O(gpus) is not given.
-    type: path
   expected_gpus:
     description:
       - How many GPUs the host has when healthy. Fewer visible GPUs makes the host unhealthy.

@@ -23,31 +23,14 @@ description:
   - Read only; never changes anything.
 extends_documentation_fragment:
   - gpuops.k8s.nvml
+  - gpuops.k8s.attributes.read_only
+  - gpuops.k8s.attributes.idempotent
 options:
   diagram:
     description:
       - Also return RV(diagram), a text picture of the MIG slices of every GPU.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
-  idempotent:
-    support: full
-    description: A second run with the same options reports no change.
-  platform:
-    support: full
-    platforms: linux
-    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
-  action_group:
-    support: full
-    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
-    membership:
-      - gpuops.k8s.nvml
 seealso:
   - module: gpuops.k8s.mig_mode
   - module: gpuops.k8s.nvml_simulator

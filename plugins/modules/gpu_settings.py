@@ -20,6 +20,8 @@ description:
   - Options left unset are not touched.
 extends_documentation_fragment:
   - gpuops.k8s.nvml
+  - gpuops.k8s.attributes
+  - gpuops.k8s.attributes.idempotent
 options:
   devices:
     description:
@@ -57,23 +59,9 @@ options:
     type: raw
 attributes:
   check_mode:
-    support: full
     description: Validates and reports RV(actions) and the predicted settings; calls no NVML setter.
   diff_mode:
-    support: full
     description: Before and after settings per GPU UUID.
-  idempotent:
-    support: full
-    description: A second run with the same options reports no change.
-  platform:
-    support: full
-    platforms: linux
-    description: Linux hosts with an NVIDIA driver (or the NVML simulator).
-  action_group:
-    support: full
-    membership:
-      - gpuops.k8s.nvml
-    description: Member of the C(gpuops.k8s.nvml) action group, so C(module_defaults) can set O(simulator).
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_mode

@@ -23,6 +23,8 @@ description:
     M(gpuops.k8s.mig_partition)). It never destroys MIG instances and never reboots the host.
 extends_documentation_fragment:
   - gpuops.k8s.nvml
+  - gpuops.k8s.attributes
+  - gpuops.k8s.attributes.idempotent
 options:
   state:
     description:
@@ -45,23 +47,9 @@ options:
     default: false
 attributes:
   check_mode:
-    support: full
     description: Reports the actions it would take (RV(actions)) and the predicted modes; calls no NVML setter.
   diff_mode:
-    support: full
     description: Before and after MIG mode (current and pending) per GPU UUID.
-  idempotent:
-    support: full
-    description: A second run with the same options reports no change.
-  platform:
-    support: full
-    platforms: linux
-    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
-  action_group:
-    support: full
-    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
-    membership:
-      - gpuops.k8s.nvml
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_partition

@@ -36,6 +36,7 @@ author:
   - gpuops.k8s contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s.nvml
+  - gpuops.k8s.attributes
 options:
   config_file:
     description:
@@ -85,23 +86,12 @@ requirements:
   - root or CAP_SYS_ADMIN on real GPU hosts to change MIG mode and create or destroy MIG instances
 attributes:
   check_mode:
-    support: full
     description: Returns the planned RV(actions) and the predicted layout without calling any NVML setter.
   diff_mode:
-    support: full
     description: MIG mode and instances (profile and placement) before and after, per GPU UUID.
   idempotent:
     support: full
     description: A second run with the same config reports no change (every action V(keep)).
-  platform:
-    support: full
-    platforms: linux
-    description: GPU hosts running Linux (NVML); any POSIX host with O(simulator).
-  action_group:
-    support: full
-    description: Use C(group/gpuops.k8s.nvml) in C(module_defaults) to set O(simulator) once.
-    membership:
-      - gpuops.k8s.nvml
 notes:
   - The module never resets a GPU or reboots a host; use M(gpuops.k8s.mig_mode) with O(gpuops.k8s.mig_mode#module:reset=true)
     or a reboot handler when RV(reset_required) is true.

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared module attributes (as community.general's attributes fragments).
+
+* C(gpuops.k8s.attributes): check_mode and diff_mode, supported in full; a module names what it predicts
+  and what its diff holds in its own short C(description).
+* C(gpuops.k8s.attributes.idempotent): a second run with the same options reports no change.
+* C(gpuops.k8s.attributes.read_only): the module changes nothing: runs the same in check mode, no diff.
+"""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+
+    DOCUMENTATION = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    description: Can run in check mode and return the changes it would make, without making them.
+  diff_mode:
+    support: full
+    description: Returns the state before and after the change when run with C(--diff).
+"""
+
+    IDEMPOTENT = r"""
+options: {}
+attributes:
+  idempotent:
+    support: full
+    description: A second run with the same options reports no change.
+"""
+
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    description: Read only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is nothing to diff.
+"""
