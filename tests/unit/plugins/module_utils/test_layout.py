@@ -107,3 +107,25 @@ def test_the_read_path_has_no_setters():
         else:
             assert not hasattr(nvml_sim.SimReader, call), call
         assert getattr(nvml_sim.SimBackend, call) is not getattr(Backend, call, None), call
+
+
+def test_the_mig_roles_boot_unit_gets_every_file_it_imports():
+    """roles/mig copies module_utils files to the host for gpuops-mig-restore: exactly its import closure."""
+    import re
+
+    import yaml
+    with open(os.path.join(TOP, "roles", "mig", "vars", "main.yml")) as f:
+        listed = set(yaml.safe_load(f)["__mig_module_utils"])
+    with open(os.path.join(TOP, "roles", "mig", "templates", "gpuops-mig-restore.j2")) as f:
+        script = f.read()
+    needed = set()
+    for m in re.finditer(r"^from (ansible_collections\.gpuops\.k8s\.plugins\.\S+) import (\w+)", script, re.M):
+        for name in (m.group(1), "%s.%s" % (m.group(1), m.group(2))):
+            p = _path(name)
+            if p:
+                needed.add(p)
+                needed |= _closure(p)
+    needed = {p[len("module_utils/"):] for p in needed if p.startswith("module_utils/") and p != "module_utils/__init__.py"}
+    # the packages' __init__.py go with them (as AnsiballZ ships them)
+    needed |= {os.path.dirname(p) + "/__init__.py" for p in needed if os.path.dirname(p)}
+    assert listed == needed
