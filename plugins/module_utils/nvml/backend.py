@@ -207,7 +207,6 @@ class Placement(object):
         return "Placement(start=%d, size=%d)" % (self.start, self.size)
 
 
-
 class Backend(object):
     """What every backend offers besides pynvml's function names: ``kind``, a ``cache`` dict for
     callers, the host lock, ``locked()`` (called once the lock is taken) and ``reset_gpu(index)``."""

@@ -179,4 +179,3 @@ def placement_of(placement):
     if isinstance(placement, (tuple, list)):
         return int(placement[0]), int(placement[1])
     return int(placement.start), int(placement.size)
-

@@ -124,4 +124,3 @@ def import_pynvml():
 def _python():
     import sys
     return sys.executable or "python"
-

@@ -23,6 +23,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import (
     save_state,
 )
 
+
 def valid_fault_error(name):
     """Canonical NVML error name for a fault entry, or GpuOpsError naming the valid ones."""
     code = error_code(name)

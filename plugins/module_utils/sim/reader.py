@@ -459,7 +459,6 @@ class SimReader(MigReads, Backend):
         return self._graphics_steps(clocks)
 
 
-
 class _Mutation(object):
     def __init__(self, backend):
         self.backend = backend

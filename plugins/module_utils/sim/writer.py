@@ -25,7 +25,15 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
     placement_of,
 )
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.reader import SimReader
-from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import _CLOCKS, _NO_ECC, _POWER, ComputeInstanceHandle, GpuInstanceHandle, _health, gi_swizzle_id
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import (
+    _CLOCKS,
+    _NO_ECC,
+    _POWER,
+    ComputeInstanceHandle,
+    GpuInstanceHandle,
+    _health,
+    gi_swizzle_id,
+)
 
 # NVML setters of the simulator: each runs under the host lock on freshly read state.
 MUTATING_CALLS = (

@@ -240,7 +240,7 @@ def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
     seen = []
     fake.render = lambda gpus: seen.append(len(gpus)) or rendered
     monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.common.diagram", fake)
-    import ansible_collections.gpuops.k8s.plugins.module_utils.common as common
+    from ansible_collections.gpuops.k8s.plugins.module_utils import common
     monkeypatch.setattr(common, "diagram", fake, raising=False)
     info = gpu_state.gpu_info(host)
     assert info["diagram"] == ["GPU0 a", "GPU1 b"] and seen == [3]
