@@ -896,6 +896,21 @@ def run_validate(params):
     if component == "tenancy":
         classes = validate_priority_classes(params.get("priority_classes") or {})
         tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
+        if params.get("gpu_quotas") is False:
+            # Kueue admits the GPU workloads (gpu_queueing): a GPU ResourceQuota would refuse the pods of
+            # a workload that borrows from the cohort
+            for t in tenants:
+                t["quota"]["hard"] = dict((k, v) for k, v in t["quota"]["hard"].items() if not is_gpu_resource_key(k))
+                t["priority_quotas"] = dict(
+                    (c, {"hard": dict((k, v) for k, v in spec["hard"].items() if not is_gpu_resource_key(k))})
+                    for c, spec in t["priority_quotas"].items())
+                t["priority_quotas"] = dict((c, spec) for c, spec in t["priority_quotas"].items() if spec["hard"])
+        if (params.get("dra") or {}).get("quotas"):
+            # DRA claims count against <class>.deviceclass.resource.k8s.io/devices (unscoped quota only:
+            # PriorityClass scopes match pods, not ResourceClaims)
+            from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_dra
+            for t in tenants:
+                t["quota"]["hard"].update(gpu_dra.claim_quota(t["quota"]["hard"]))
         plan = plan_priority_classes(classes, params.get("existing_priority_classes") or [],
                                      params.get("priority_class_change_policy") or "fail")
         capacity = {}

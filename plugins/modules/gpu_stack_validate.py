@@ -102,6 +102,14 @@ options:
     description: HPA definitions for O(component=autoscaling) (see the P(gpuops.k8s.gpu_autoscaling#role) role).
     type: list
     elements: dict
+  gpu_quotas:
+    description:
+      - For O(component=tenancy). V(false) leaves the GPU keys out of the tenants' ResourceQuotas (scoped ones too,
+        dropping a scoped quota left empty), for tenants whose GPU workloads Kueue admits
+        (P(gpuops.k8s.gpu_queueing#role)): a GPU ResourceQuota would refuse the pods of a workload that borrows quota
+        from the cohort. The capacity check then has nothing to check for GPUs.
+    type: bool
+    default: true
   queueing:
     description:
       - Options for O(component=queueing) with keys C(cohort) (default C(gpu-tenants)), C(queue_name) (the LocalQueue
@@ -258,6 +266,7 @@ def main():
             nodes=dict(type="list", elements="dict"),
             capacity_policy=dict(type="str", choices=["fail", "warn", "ignore"], default="fail"),
             hpas=dict(type="list", elements="dict"),
+            gpu_quotas=dict(type="bool", default=True),
             queueing=dict(type="dict"),
             dra=dict(type="dict"),
         ),

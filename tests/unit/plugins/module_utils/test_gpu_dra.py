@@ -85,3 +85,20 @@ def test_run_validate_dra_component():
     with pytest.raises(GpuOpsError, match="not among the classes made"):
         gs.run_validate({"component": "dra", "tenants": [
             {"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-2g.20gb": 1}}}], "dra": {"profiles": ["1g.10gb"]}})
+
+
+def test_tenancy_component_adds_claim_quotas_or_drops_gpu_keys():
+    tenants = [{"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 2, "requests.cpu": "4"}},
+                "priority_quotas": {"gpu-low": {"hard": {"requests.nvidia.com/gpu": 1}}}}]
+    classes = {"gpu-low": {"value": 1000, "preemption_policy": "Never"}}
+    result, _w = gs.run_validate({"component": "tenancy", "tenants": tenants, "priority_classes": classes,
+                                  "dra": {"quotas": True}})
+    hard = result["tenants"][0]["quota"]["hard"]
+    assert hard["mig-1g.10gb.nvidia.com.deviceclass.resource.k8s.io/devices"] == "2"
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "2"
+    # scoped quotas match pods only: no claim keys there
+    assert result["tenants"][0]["priority_quotas"]["gpu-low"]["hard"] == {"requests.nvidia.com/gpu": "1"}
+    result, _w = gs.run_validate({"component": "tenancy", "tenants": tenants, "priority_classes": classes,
+                                  "gpu_quotas": False})
+    assert result["tenants"][0]["quota"]["hard"] == {"requests.cpu": "4"}
+    assert result["tenants"][0]["priority_quotas"] == {}
