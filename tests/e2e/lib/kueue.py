@@ -95,27 +95,24 @@ def webhook_configurations(port, moddir=None):
 
 
 def host_ip():
-    """This machine's first non-loopback IPv4 address (endpoints cannot be loopback)."""
+    """This machine's first non-loopback IPv4 address (endpoints cannot be loopback); Linux interfaces."""
+    import fcntl
+    import struct
+
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        s.connect(("192.0.2.255", 9))  # no packet is sent: only the route is looked up
-        ip = s.getsockname()[0]
-    except OSError:
-        ip = None
+        for _index, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))  # SIOCGIFADDR
+            except OSError:
+                continue  # no IPv4 address on this interface
+            ip = socket.inet_ntoa(packed[20:24])
+            if not ip.startswith("127."):
+                return ip
     finally:
         s.close()
-    if not ip or ip.startswith("127."):
-        try:
-            for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-                if not info[4][0].startswith("127."):
-                    ip = info[4][0]
-                    break
-        except OSError:
-            pass
-    if not ip or ip.startswith("127."):
-        raise KueueError("Kueue's webhooks need a non-loopback IPv4 address on this machine (the API server "
-                         "reaches them through a Service endpoint, which may not be 127.x); none found")
-    return ip
+    raise KueueError("Kueue's webhooks need a non-loopback IPv4 address on this machine (the API server "
+                     "reaches them through a Service endpoint, which may not be 127.x); none found")
 
 
 def config(state_dir, webhook_port, health_port, ip):
