@@ -106,8 +106,8 @@ options:
     description:
       - For O(component=tenancy). V(false) leaves the GPU keys out of the tenants' ResourceQuotas (scoped ones too,
         dropping a scoped quota left empty), for tenants whose GPU workloads Kueue admits
-        (P(gpuops.k8s.gpu_queueing#role)): a GPU ResourceQuota would refuse the pods of a workload that borrows quota
-        from the cohort. The capacity check then has nothing to check for GPUs.
+        (P(gpuops.k8s.gpu_queueing#role)), because a GPU ResourceQuota would refuse the pods of a workload that borrows
+        quota from the cohort. The capacity check then has nothing to check for GPUs.
     type: bool
     default: true
   queueing:
