@@ -536,8 +536,7 @@ class LocalCluster(object):
         os.makedirs(self.log_dir, exist_ok=True)
         logf = open(os.path.join(self.log_dir, "kueue.log"), "ab")
         argv = [exe, "--config=" + cfg_path, "--kubeconfig=" + self.kubeconfig,
-                "--feature-gates=VisibilityOnDemand=false", "--visibility-server-port=%d" % vis_port,
-                "--zap-log-level=2"]
+                "--feature-gates=VisibilityOnDemand=false", "--visibility-server-port=%d" % vis_port]
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=self.state_dir, start_new_session=True, close_fds=True)
         logf.close()

@@ -62,13 +62,30 @@ def module_dir():
 
 
 def crds(moddir=None):
+    """Kueue's CRDs with the conversion webhooks its kustomization enables (patches/webhook_in_*.yaml),
+    pointing at SERVICE: Kueue's cert rotator injects its CA there and waits until it has."""
     moddir = moddir or module_dir()
+    crd_dir = os.path.join(moddir, "config", "components", "crd")
     out = []
-    for path in sorted(glob.glob(os.path.join(moddir, "config", "components", "crd", "bases", "*.yaml"))):
+    for path in sorted(glob.glob(os.path.join(crd_dir, "bases", "*.yaml"))):
         with open(path) as f:
             out.extend(d for d in yaml.safe_load_all(f) if d)
     if not out:
-        raise KueueError("no CRDs in %s/config/components/crd/bases" % moddir)
+        raise KueueError("no CRDs in %s/bases" % crd_dir)
+    with open(os.path.join(crd_dir, "kustomization.yaml")) as f:
+        kustomization = yaml.safe_load(f)
+    by_name = dict((c["metadata"]["name"], c) for c in out)
+    for entry in kustomization.get("patches") or []:
+        rel = entry.get("path", "") if isinstance(entry, dict) else str(entry)
+        if not os.path.basename(rel).startswith("webhook_in_"):
+            continue
+        with open(os.path.join(crd_dir, rel)) as f:
+            patch = yaml.safe_load(f)
+        conversion = patch["spec"]["conversion"]
+        conversion["webhook"]["clientConfig"]["service"] = {
+            "namespace": NAMESPACE, "name": SERVICE, "path": conversion["webhook"]["clientConfig"]["service"]["path"],
+            "port": 443}
+        by_name[patch["metadata"]["name"]]["spec"]["conversion"] = conversion
     return out
 
 
