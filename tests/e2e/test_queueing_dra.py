@@ -90,7 +90,7 @@ DRA_PLAYBOOK = """\
         device_plugin_dra_resource_slices: "{{ groups['sim'] | map('extract', hostvars, 'slice_item') | list }}"
     - name: Tenant with DRA claim quotas
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_tenancy}
-      vars: {gpu_tenancy_dra_quotas: true}
+      vars: {gpu_tenancy_dra_quotas: true, gpu_tenancy_capacity_check: false}  # DRA devices are no node allocatable
 """
 
 
