@@ -229,6 +229,10 @@ def test_roles_make_the_kueue_objects_idempotently(cluster, api, kueue_tenants):
     rc, out = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK, kueue_tenants["variables"])
     assert rc == 0, _failure(out)
     assert [n for n, r in _results(out) if r.get("changed")] == []
+    rc, out = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK,
+                       dict(kueue_tenants["variables"], roles_to_run=["gpu_queueing"]), check=True)
+    assert rc == 0, _failure(out)
+    assert [n for n, r in _results(out) if r.get("changed")] == []
 
 
 def test_capacity_over_the_flavor_is_refused_before_any_change(cluster, api, kueue_tenants):
