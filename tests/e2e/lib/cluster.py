@@ -549,8 +549,8 @@ class LocalCluster(object):
             "http://127.0.0.1:%d/readyz" % health_port, timeout=2).status == 200, timeout)
         # the webhooks answer once the API server can call them: a dry-run ResourceFlavor goes through both
         self._wait(name, self._kueue_webhook_ok, 60)
-        self._log("kueue %s ready in %.1fs (webhooks on %s:%d)" % (kueue_lib.version(), time.time() - t0, ip,
-                                                                    webhook_port))
+        self._log("kueue %s ready in %.1fs (webhooks on %s:%d)"
+                  % (kueue_lib.version(), time.time() - t0, ip, webhook_port))
         return proc.pid
 
     def _kueue_webhook_ok(self):
