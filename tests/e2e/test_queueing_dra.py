@@ -181,6 +181,27 @@ def _cond(wl, ctype):
     return None
 
 
+def _wl_with(custom, ns, job, ctype, status=None):
+    """The workload of ``job`` once its condition ``ctype`` has ``status`` (any status with a message if None)."""
+    wl = _workload(custom, ns, job)
+    cond = _cond(wl, ctype)
+    if cond is None:
+        return None
+    if status is None:
+        return wl if cond.get("message") else None
+    return wl if cond["status"] == status else None
+
+
+def _pods_running(core, ns, selector, count):
+    pods = core.list_namespaced_pod(ns, label_selector=selector).items
+    return pods if len(pods) == count and all(p.status.phase == "Running" for p in pods) else None
+
+
+def _running_node(core, ns, name):
+    pod = core.read_namespaced_pod(name, ns)
+    return pod.spec.node_name if pod.status.phase == "Running" else None
+
+
 def _cq_usage(custom, cq, flavor):
     st = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq).get("status") or {}
     for f in st.get("flavorsUsage") or []:
@@ -253,39 +274,37 @@ def test_borrow_then_reclaim_by_preemption(cluster, api, kueue_tenants):
     batch.create_namespaced_job("team-a", _job("a-burst", "team-a", "nvidia.com/mig-1g.10gb", 6, "gpu-low"))
     job = batch.read_namespaced_job("a-burst", "team-a")
     assert job.spec.suspend is True, "Kueue's Job webhook did not suspend the queued Job"
-    wl = wait_for(lambda: (lambda w: w if (_cond(w, "Admitted") or {}).get("status") == "True" else None)(
-        _workload(custom, "team-a", "a-burst")), 90, what="team-a workload admitted")
+    wl = wait_for(lambda: _wl_with(custom, "team-a", "a-burst", "Admitted", "True"), 90,
+                  what="team-a workload admitted")
     assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"] == {"nvidia.com/mig-1g.10gb": "mig-1g.10gb"}
-    usage = wait_for(lambda: (lambda u: u if u.get("nvidia.com/mig-1g.10gb", {}).get("borrowed") else None)(
-        _cq_usage(custom, "team-a", "mig-1g.10gb")), 30, what="team-a borrowing")
+    usage = wait_for(lambda: _cq_usage(custom, "team-a", "mig-1g.10gb")
+                     if _cq_usage(custom, "team-a", "mig-1g.10gb").get("nvidia.com/mig-1g.10gb", {}).get("borrowed")
+                     else None, 30, what="team-a borrowing")
     assert str(usage["nvidia.com/mig-1g.10gb"]["total"]) == "6"
     assert str(usage["nvidia.com/mig-1g.10gb"]["borrowed"]) == "3"
     # the admitted pods run on the node of the flavor (its node label was injected as a node selector)
-    pods = wait_for(lambda: (lambda ps: ps if len(ps) == 6 and all(p.status.phase == "Running" for p in ps) else None)(
-        core.list_namespaced_pod("team-a", label_selector="job-name=a-burst").items), 90, what="6 pods of a-burst")
+    pods = wait_for(lambda: _pods_running(core, "team-a", "job-name=a-burst", 6), 90, what="6 pods of a-burst")
     assert set(p.spec.node_name for p in pods) == {"kq-a100"}
     assert pods[0].spec.node_selector == {"nvidia.com/mig.strategy": "mixed"}
 
     # B claims its nominal 4: only 1 slice is free, so Kueue reclaims what A borrowed
     batch.create_namespaced_job("team-b", _job("b-claim", "team-b", "nvidia.com/mig-1g.10gb", 4, "gpu-low"))
-    evicted = wait_for(lambda: (lambda w: w if (_cond(w, "Preempted") or {}).get("status") == "True" else None)(
-        _workload(custom, "team-a", "a-burst")), 90, what="team-a workload preempted")
+    evicted = wait_for(lambda: _wl_with(custom, "team-a", "a-burst", "Preempted", "True"), 90,
+                       what="team-a workload preempted")
     assert _cond(evicted, "Preempted")["reason"] == "InCohortReclamation", _cond(evicted, "Preempted")
     wait_for(lambda: (_cond(_workload(custom, "team-b", "b-claim"), "Admitted") or {}).get("status") == "True",
              90, what="team-b workload admitted")
     wait_for(lambda: batch.read_namespaced_job("a-burst", "team-a").spec.suspend is True, 60,
              what="a-burst suspended again")
     # A's 6 no longer fit (3 nominal + at most 0 to borrow): it waits for quota
-    wl = wait_for(lambda: (lambda w: w if (_cond(w, "QuotaReserved") or {}).get("status") == "False" else None)(
-        _workload(custom, "team-a", "a-burst")), 60, what="a-burst pending")
+    wl = wait_for(lambda: _wl_with(custom, "team-a", "a-burst", "QuotaReserved", "False"), 60, what="a-burst pending")
     assert "insufficient" in _cond(wl, "QuotaReserved")["message"].lower()
 
 
 def test_flavor_nobody_offers_stays_pending_with_kueues_reason(api, kueue_tenants):
     batch, custom = api["batch"], api["custom"]
     batch.create_namespaced_job("team-a", _job("a-3g", "team-a", "nvidia.com/mig-3g.40gb", 1, "gpu-high"))
-    wl = wait_for(lambda: (lambda w: w if (_cond(w, "QuotaReserved") or {}).get("message") else None)(
-        _workload(custom, "team-a", "a-3g")), 60, what="a-3g workload evaluated")
+    wl = wait_for(lambda: _wl_with(custom, "team-a", "a-3g", "QuotaReserved"), 60, what="a-3g workload evaluated")
     cond = _cond(wl, "QuotaReserved")
     assert cond["status"] == "False"
     assert "resource nvidia.com/mig-3g.40gb unavailable in ClusterQueue" in cond["message"], cond
@@ -366,8 +385,7 @@ def test_claims_allocated_by_the_scheduler_and_quota_refuses_one_more(api, dra_s
         core.create_namespaced_pod("dra-t", _claim_pod(name, template))
     placed = {}
     for name in ("mig-0", "mig-1", "full-0"):
-        placed[name] = wait_for(lambda: (lambda p: p.spec.node_name if p.status.phase == "Running" else None)(
-            core.read_namespaced_pod(name, "dra-t")), 90, what="%s Running" % name)
+        placed[name] = wait_for(lambda: _running_node(core, "dra-t", name), 90, what="%s Running" % name)
     assert placed == {"mig-0": "dra-h100", "mig-1": "dra-h100", "full-0": "dra-a100"}
     claims = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim").get(
         namespace="dra-t").to_dict()["items"]
