@@ -385,7 +385,7 @@ def test_claims_allocated_by_the_scheduler_and_quota_refuses_one_more(api, dra_s
         core.create_namespaced_pod("dra-t", _claim_pod(name, template))
     placed = {}
     for name in ("mig-0", "mig-1", "full-0"):
-        placed[name] = wait_for(lambda: _running_node(core, "dra-t", name), 90, what="%s Running" % name)
+        placed[name] = wait_for(lambda n=name: _running_node(core, "dra-t", n), 90, what="%s Running" % name)
     assert placed == {"mig-0": "dra-h100", "mig-1": "dra-h100", "full-0": "dra-a100"}
     claims = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim").get(
         namespace="dra-t").to_dict()["items"]
