@@ -545,6 +545,8 @@ class LocalCluster(object):
         self._write_state()
         self._procs = getattr(self, "_procs", {})
         self._procs[name] = proc
+        # what the kubelet does for Kueue's pod: the Secret its cert rotator fills, mounted as files in its cert dir
+        self._wait(name, lambda: kueue_lib.mount_secret(self.kubeconfig, os.path.join(kdir, "certs")), 60)
         self._wait(name, lambda: urllib.request.urlopen(
             "http://127.0.0.1:%d/readyz" % health_port, timeout=2).status == 200, timeout)
         # the webhooks answer once the API server can call them: a dry-run ResourceFlavor goes through both

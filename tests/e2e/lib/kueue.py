@@ -151,6 +151,11 @@ def cluster_objects(webhook_port, ip, moddir=None):
     """Everything applied before the controller starts: CRDs, namespace, Service + EndpointSlice, webhooks."""
     objs = crds(moddir)
     objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    # the (empty) Secret the cert rotator fills (config/components/internalcert/secret.yaml)
+    with open(os.path.join(moddir or module_dir(), "config", "components", "internalcert", "secret.yaml")) as f:
+        secret = yaml.safe_load(f)
+    secret["metadata"] = {"name": SECRET, "namespace": NAMESPACE}
+    objs.append(secret)
     objs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": NAMESPACE},
                  "spec": {"ports": [{"port": 443, "targetPort": webhook_port, "protocol": "TCP"}]}})
     objs.append({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -196,6 +201,25 @@ def apply(kubeconfig, objects):
                 raise KueueError("CRD %s not established after 60s" % obj["metadata"]["name"])
             time.sleep(0.2)
     dyn.resources.invalidate_cache()
+
+
+def mount_secret(kubeconfig, cert_dir):
+    """Write the cert rotator's Secret into ``cert_dir`` as a secret volume would; False until it is filled."""
+    import base64
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(kubeconfig))
+    data = core.read_namespaced_secret(SECRET, NAMESPACE).data or {}
+    if "tls.crt" not in data or "tls.key" not in data:
+        return False
+    os.makedirs(cert_dir, exist_ok=True)
+    for key, value in data.items():
+        path = os.path.join(cert_dir, key)
+        with open(path + ".tmp", "wb") as f:
+            f.write(base64.b64decode(value))
+        os.chmod(path + ".tmp", 0o600)
+        os.replace(path + ".tmp", path)
+    return True
 
 
 def remove_webhooks(kubeconfig):
