@@ -230,11 +230,14 @@ def plan(tenants, nodes, priority_classes=None, cohort="gpu-tenants", within=Non
         for res in sorted(groups):
             fl = []
             for fname in groups[res]:
-                r = {"name": res, "nominalQuota": nominals[tname].get(fname, 0)}
+                # quantities as strings, as the API server and Kueue write them back (a number would differ
+                # from the stored object after Kueue's first update and make the next apply a change)
+                nominal = nominals[tname].get(fname, 0)
+                r = {"name": res, "nominalQuota": str(nominal)}
                 if res in borrow[tname]:
-                    r["borrowingLimit"] = borrow[tname][res]
+                    r["borrowingLimit"] = str(borrow[tname][res])
                 if res in lend[tname]:
-                    r["lendingLimit"] = min(lend[tname][res], r["nominalQuota"])
+                    r["lendingLimit"] = str(min(lend[tname][res], nominal))
                 fl.append({"name": fname, "resources": [r]})
             resource_groups.append({"coveredResources": [res], "flavors": fl})
         cqs.append({

@@ -52,11 +52,11 @@ def test_plan_two_tenants_one_cohort():
     assert cq["team-a"]["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
     groups = dict((g["coveredResources"][0], g) for g in cq["team-a"]["spec"]["resourceGroups"])
     mig = groups["nvidia.com/mig-1g.10gb"]["flavors"][0]["resources"][0]
-    assert mig == {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": 4, "borrowingLimit": 6}
+    assert mig == {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "4", "borrowingLimit": "6"}
     # team-a has no whole GPUs but lists the flavor (nominal 0) so it can borrow it
-    assert groups["nvidia.com/gpu"]["flavors"][0]["resources"][0]["nominalQuota"] == 0
+    assert groups["nvidia.com/gpu"]["flavors"][0]["resources"][0]["nominalQuota"] == "0"
     groups_b = dict((g["coveredResources"][0], g) for g in cq["team-b"]["spec"]["resourceGroups"])
-    assert groups_b["nvidia.com/mig-1g.10gb"]["flavors"][0]["resources"][0]["lendingLimit"] == 6
+    assert groups_b["nvidia.com/mig-1g.10gb"]["flavors"][0]["resources"][0]["lendingLimit"] == "6"
     assert cq["team-b"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "team-b"}}
     lq = result["local_queues"][0]
     assert lq["metadata"] == {"name": "gpu", "namespace": "team-a", "labels": {"gpuops.k8s/tenant": "team-a"}}
