@@ -278,8 +278,8 @@ def test_borrow_then_reclaim_by_preemption(cluster, api, kueue_tenants):
                   what="team-a workload admitted")
     assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"] == {"nvidia.com/mig-1g.10gb": "mig-1g.10gb"}
     usage = wait_for(lambda: _cq_usage(custom, "team-a", "mig-1g.10gb")
-                     if _cq_usage(custom, "team-a", "mig-1g.10gb").get("nvidia.com/mig-1g.10gb", {}).get("borrowed")
-                     else None, 30, what="team-a borrowing")
+                     if str(_cq_usage(custom, "team-a", "mig-1g.10gb").get("nvidia.com/mig-1g.10gb", {}).get("total"))
+                     == "6" else None, 60, what="team-a using 6 slices")
     assert str(usage["nvidia.com/mig-1g.10gb"]["total"]) == "6"
     assert str(usage["nvidia.com/mig-1g.10gb"]["borrowed"]) == "3"
     # the admitted pods run on the node of the flavor (its node label was injected as a node selector)
