@@ -132,7 +132,9 @@ def cluster():
         binaries = cluster_lib.bin_dir()
     except cluster_lib.ClusterError as e:
         pytest.fail("the local control plane is not built: %s" % e, pytrace=False)
-    local = cluster_lib.LocalCluster(STATE_DIR, binaries=binaries)
+    # no pod-complete stage: kwok would finish Job pods at once, and a finished workload is never preempted
+    stages = tuple(st for st in cluster_lib.KWOK_STAGES if not st.endswith("pod-complete.yaml"))
+    local = cluster_lib.LocalCluster(STATE_DIR, binaries=binaries, kwok_stages=stages)
     try:
         local.start()
         local.start_kueue()

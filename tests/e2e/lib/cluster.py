@@ -60,7 +60,7 @@ KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node
                "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
 
 
-def kwok_stages(binaries):
+def kwok_stages(binaries, stages=KWOK_STAGES):
     """kwok's own default Stages (node init + heartbeat with lease, pod ready/complete/delete).
 
     The kwok binary embeds none: kwokctl passes them in a config file. Taken from the pinned
@@ -72,7 +72,9 @@ def kwok_stages(binaries):
             if "=" in line and not line.startswith("#"):
                 k, v = line.strip().split("=", 1)
                 versions[k] = v
-    path = os.path.join(binaries, "kwok-stages-%s.yaml" % versions["KWOK_VERSION"])
+    suffix = "" if tuple(stages) == KWOK_STAGES else "-" + "-".join(
+        os.path.basename(st).replace(".yaml", "") for st in stages if st not in KWOK_STAGES[:2])
+    path = os.path.join(binaries, "kwok-stages-%s%s.yaml" % (versions["KWOK_VERSION"], suffix))
     if os.path.exists(path):
         return path
     proc = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/kwok@" + versions["KWOK_VERSION"]],
@@ -83,7 +85,7 @@ def kwok_stages(binaries):
                            % versions["KWOK_VERSION"])
     moddir = json.loads(proc.stdout)["Dir"]
     docs = []
-    for rel in KWOK_STAGES:
+    for rel in stages:
         with open(os.path.join(moddir, "kustomize", "stage", rel)) as f:
             docs.append(f.read().strip() + "\n")
     with open(path + ".tmp", "w") as f:
@@ -224,13 +226,15 @@ def _kubeconfig(path, server, pki_dir, user):
 class LocalCluster(object):
     """One control plane in ``state_dir``. ``start()`` / ``stop()``; ``kubeconfig`` and ``api_url``."""
 
-    def __init__(self, state_dir=DEFAULT_STATE_DIR, binaries=None, log=None):
+    def __init__(self, state_dir=DEFAULT_STATE_DIR, binaries=None, log=None, kwok_stages=KWOK_STAGES):
         self.state_dir = os.path.abspath(state_dir)
         self.pki_dir = os.path.join(self.state_dir, "pki")
         self.log_dir = os.path.join(self.state_dir, "logs")
         self.kubeconfig = os.path.join(self.state_dir, "kubeconfig")
         self.state_file = os.path.join(self.state_dir, "state.json")
         self._binaries = binaries
+        # kwok's stages; without pod-complete, Job pods keep running (long jobs for Kueue's preemption test)
+        self.kwok_stages = tuple(kwok_stages)
         self._log = log or (lambda msg: sys.stderr.write(msg + "\n"))
         self.state = self._read_state()
         self.started_here = False
@@ -469,7 +473,7 @@ class LocalCluster(object):
         ])
         self._spawn("kwok", [
             "--kubeconfig=" + os.path.join(self.state_dir, "kwok.kubeconfig"),
-            "--config=" + kwok_stages(self.binaries),
+            "--config=" + kwok_stages(self.binaries, self.kwok_stages),
             # manage only the fake nodes we create (annotation kwok.x-k8s.io/node=fake)
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=%s=fake" % KWOK_NODE_ANNOTATION,
