@@ -4,6 +4,8 @@
 #   make k8s-build      build what is missing (cold: about 6 min on an idle 2-core machine; then cached)
 #   make cluster-up     start (or reuse) the cluster in .cache/cluster with the kwok GPU nodes of
 #                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
+#                       KUEUE=1: also build (hack/k8s/build.sh kueue, optional) and start the Kueue
+#                       controller-manager with its CRDs and webhooks (docs/tenancy.md)
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
 #   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/lab/sim_lab.yml), then
 #                       playbooks/site.yml on inventories/sim/hosts.yml (docs/simulated-lab.md)
@@ -16,7 +18,7 @@ TEST_TARGETS += e2e
 CLUSTER_PY = $(VENV)/bin/python tests/e2e/lib/cluster.py
 
 k8s-build:
-	@hack/k8s/build.sh
+	@hack/k8s/build.sh $(if $(filter 1,$(KUEUE)),kueue)
 
 cluster-up: venv k8s-build
 	@$(CLUSTER_PY) up

@@ -4,10 +4,13 @@
 #     kube-apiserver kube-controller-manager kube-scheduler   (k8s.io/kubernetes, hack/k8s/kube)
 #     etcd                                                    (go.etcd.io/etcd/server/v3, hack/k8s/etcd)
 #     kwok                                                    (sigs.k8s.io/kwok, hack/k8s/kwok)
+#   optional, built only when named:
+#     kueue                                                   (sigs.k8s.io/kueue, hack/k8s/kueue)
 # Versions: hack/k8s/versions.env. A binary is rebuilt only when its wrapper module changed.
 #
 # Usage: hack/k8s/build.sh            build what is missing, print the bin directory last
-#        hack/k8s/build.sh --check    exit 1 (and say why) unless everything is built
+#        hack/k8s/build.sh kueue      the same plus the optional component(s) named
+#        hack/k8s/build.sh --check [kueue]  exit 1 (and say why) unless everything (and those named) is built
 #        hack/k8s/build.sh --bin-dir  print the bin directory and exit
 # Environment: GPUOPS_K8S_CACHE (cache root), GPUOPS_K8S_BUILD_JOBS (go build -p, default 2).
 set -euo pipefail
@@ -30,9 +33,12 @@ binaries_of() {
     kube) echo "kube-apiserver kube-controller-manager kube-scheduler" ;;
     etcd) echo "etcd" ;;
     kwok) echo "kwok" ;;
+    kueue) echo "kueue" ;;
   esac
 }
 COMPONENTS="etcd kwok kube"
+kueue_version() { awk '$1 == "sigs.k8s.io/kueue" { print $2 }' "$here/kueue/go.mod"; }
+OPTIONAL_COMPONENTS="kueue"
 
 is_built() {
   local c="$1" b
@@ -40,7 +46,16 @@ is_built() {
   for b in $(binaries_of "$c"); do [[ -x "$bin/$b" ]] || return 1; done
 }
 
-case "${1:-}" in
+mode="${1:-}"
+case "$mode" in --check|--bin-dir) shift ;; *) mode="" ;; esac
+for c in "$@"; do
+  case " $OPTIONAL_COMPONENTS " in
+    *" $c "*) COMPONENTS="$COMPONENTS $c" ;;
+    *) echo "usage: $0 [--check|--bin-dir] [optional component: $OPTIONAL_COMPONENTS]; unknown: $c" >&2; exit 2 ;;
+  esac
+done
+
+case "$mode" in
   --bin-dir) echo "$bin"; exit 0 ;;
   --check)
     missing=""
@@ -50,8 +65,6 @@ case "${1:-}" in
       echo "hack/k8s/build.sh: not built in $bin:$missing (run: make k8s-build)" >&2; exit 1
     fi
     echo "$bin"; exit 0 ;;
-  "") ;;
-  *) echo "usage: $0 [--check|--bin-dir]" >&2; exit 2 ;;
 esac
 
 if ! command -v go >/dev/null; then
@@ -94,6 +107,11 @@ build_component() {
     kwok)
       ldflags="$ldflags -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
       pkgs=(sigs.k8s.io/kwok/cmd/kwok) ;;
+    kueue)
+      # the version is the wrapper's pin (hack/k8s/kueue/go.mod), not versions.env: a change there
+      # would change every other component's stamp
+      ldflags="$ldflags -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(kueue_version)"
+      pkgs=(sigs.k8s.io/kueue/cmd/kueue) ;;
   esac
   echo "[build $c] go build -p $jobs ${pkgs[*]} (cold, all three builds: about 6 min on an idle 2-core machine, far longer under load)"
   local rc=0

@@ -25,6 +25,13 @@ description:
   - PriorityClass C(value) and C(preemptionPolicy) are immutable; a change is refused, or planned as a replacement
     with O(priority_class_change_policy=replace).
   - HPA bounds, behavior windows and periods are checked against the autoscaling/v2 API limits.
+  - O(component=queueing) returns the Kueue objects of the P(gpuops.k8s.gpu_queueing#role) role for O(tenants) on
+    O(nodes) - one ResourceFlavor per GPU product and MIG profile the nodes offer, one ClusterQueue per tenant in one
+    cohort, LocalQueues, WorkloadPriorityClasses - and fails (O(capacity_policy=fail)) when the tenants' nominal quota
+    of a flavor exceeds what the nodes of that flavor offer.
+  - O(component=dra) returns the DeviceClasses for whole GPUs, any MIG device and each MIG profile, and each tenant's
+    claim quota (C(<class>.deviceclass.resource.k8s.io/devices)) from its GPU quota (P(gpuops.k8s.device_plugin#role)
+    with C(device_plugin_gpu_allocation=dra), P(gpuops.k8s.gpu_tenancy#role) with C(gpu_tenancy_dra_quotas=true)).
   - This module only computes; it talks to no API server and changes nothing.
 author:
   - gpuops.k8s maintainers (@gpuops)
@@ -33,7 +40,7 @@ options:
     description: Which role's inputs to validate.
     type: str
     required: true
-    choices: [device_plugin, dcgm_exporter, tenancy, autoscaling]
+    choices: [device_plugin, dcgm_exporter, tenancy, autoscaling, queueing, dra]
   configs:
     description: Named device plugin configs (name -> config file content), for O(component=device_plugin).
     type: dict
@@ -95,6 +102,27 @@ options:
     description: HPA definitions for O(component=autoscaling) (see the P(gpuops.k8s.gpu_autoscaling#role) role).
     type: list
     elements: dict
+  gpu_quotas:
+    description:
+      - For O(component=tenancy). V(false) leaves the GPU keys out of the tenants' ResourceQuotas (scoped ones too,
+        dropping a scoped quota left empty), for tenants whose GPU workloads Kueue admits
+        (P(gpuops.k8s.gpu_queueing#role)), because a GPU ResourceQuota would refuse the pods of a workload that borrows
+        quota from the cohort. The capacity check then has nothing to check for GPUs.
+    type: bool
+    default: true
+  queueing:
+    description:
+      - Options for O(component=queueing) with keys C(cohort) (default C(gpu-tenants)), C(queue_name) (the LocalQueue
+        in each tenant namespace, default C(gpu)), C(within_cluster_queue) (Never, LowerPriority,
+        LowerOrNewerEqualPriority), C(reclaim_within_cohort) (Never, LowerPriority, Any) and C(tolerations) (added to
+        every ResourceFlavor).
+      - Without the two policies they are mapped from O(priority_classes)
+        (a class with C(PreemptLowerPriority) gives C(LowerPriority) and C(Any), otherwise C(Never)).
+    type: dict
+  dra:
+    description: Options for O(component=dra); C(profiles) limits the per-profile DeviceClasses (default every MIG
+      profile of the GPU catalog).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -190,6 +218,21 @@ capacity:
   sample: {"resources": {"nvidia.com/gpu": {"quota": 8, "allocatable": 16, "overcommitted": false,
                                             "tenants": {"team-a": 8}}},
            "allocatable": {"nvidia.com/gpu": 16}, "overcommitted": []}
+queueing:
+  description: Kueue manifests (C(flavors), C(cluster_queues), C(local_queues), C(priority_classes)), the
+    per-flavor C(capacity) check, C(preemption), C(nominal) quota per tenant and flavor, and the validated C(tenants).
+  returned: O(component=queueing)
+  type: dict
+  sample: {"capacity": {"flavors": {"mig-1g.10gb": {"resource": "nvidia.com/mig-1g.10gb", "quota": 6, "offered": 7,
+                                                    "tenants": {"team-a": 4, "team-b": 2}, "overcommitted": false}},
+                        "overcommitted": []},
+           "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}}
+dra:
+  description: DeviceClass manifests (C(device_classes)) and the claim quota keys per tenant (C(quotas)).
+  returned: O(component=dra)
+  type: dict
+  sample: {"quotas": {"team-a": {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
+                                 "mig-1g.10gb.nvidia.com.deviceclass.resource.k8s.io/devices": "4"}}}
 hpas:
   description: Validated HPA specs (autoscaling/v2 field names).
   returned: O(component=autoscaling)
@@ -208,7 +251,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.stack import run_va
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            component=dict(type="str", required=True, choices=["device_plugin", "dcgm_exporter", "tenancy", "autoscaling"]),
+            component=dict(type="str", required=True, choices=["device_plugin", "dcgm_exporter", "tenancy", "autoscaling", "queueing", "dra"]),
             configs=dict(type="dict"),
             default_config=dict(type="str", default="default"),
             node_configs=dict(type="dict"),
@@ -223,6 +266,9 @@ def main():
             nodes=dict(type="list", elements="dict"),
             capacity_policy=dict(type="str", choices=["fail", "warn", "ignore"], default="fail"),
             hpas=dict(type="list", elements="dict"),
+            gpu_quotas=dict(type="bool", default=True),
+            queueing=dict(type="dict"),
+            dra=dict(type="dict"),
         ),
         required_if=[
             ("component", "device_plugin", ("configs",)),

@@ -540,7 +540,7 @@ def validate_tenants(tenants, priority_classes=None):
     warnings = []
     seen = set()
     valid_keys = ("name", "labels", "annotations", "pod_security", "pod_security_version", "quota",
-                  "priority_quotas", "limit_range", "gpu_only", "groups")
+                  "priority_quotas", "limit_range", "gpu_only", "groups", "queueing")
     for i, tenant in enumerate(tenants):
         if not isinstance(tenant, dict) or not tenant.get("name"):
             raise GpuOpsError("tenants[%d]: 'name' is required" % i)
@@ -896,6 +896,21 @@ def run_validate(params):
     if component == "tenancy":
         classes = validate_priority_classes(params.get("priority_classes") or {})
         tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
+        if params.get("gpu_quotas") is False:
+            # Kueue admits the GPU workloads (gpu_queueing): a GPU ResourceQuota would refuse the pods of
+            # a workload that borrows from the cohort
+            for t in tenants:
+                t["quota"]["hard"] = dict((k, v) for k, v in t["quota"]["hard"].items() if not is_gpu_resource_key(k))
+                t["priority_quotas"] = dict(
+                    (c, {"hard": dict((k, v) for k, v in spec["hard"].items() if not is_gpu_resource_key(k))})
+                    for c, spec in t["priority_quotas"].items())
+                t["priority_quotas"] = dict((c, spec) for c, spec in t["priority_quotas"].items() if spec["hard"])
+        if (params.get("dra") or {}).get("quotas"):
+            # DRA claims count against <class>.deviceclass.resource.k8s.io/devices (unscoped quota only:
+            # PriorityClass scopes match pods, not ResourceClaims)
+            from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_dra
+            for t in tenants:
+                t["quota"]["hard"].update(gpu_dra.claim_quota(t["quota"]["hard"]))
         plan = plan_priority_classes(classes, params.get("existing_priority_classes") or [],
                                      params.get("priority_class_change_policy") or "fail")
         capacity = {}
@@ -906,4 +921,25 @@ def run_validate(params):
                 "capacity": capacity}, warnings
     if component == "autoscaling":
         return {"hpas": validate_hpas(params.get("hpas") or [])}, []
-    raise GpuOpsError("unknown component %r; valid: device_plugin, dcgm_exporter, tenancy, autoscaling" % (component,))
+    if component == "queueing":
+        from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_queueing
+        classes = validate_priority_classes(params.get("priority_classes") or {})
+        tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
+        opts = params.get("queueing") or {}
+        _check_keys(opts, ("cohort", "queue_name", "within_cluster_queue", "reclaim_within_cohort", "tolerations"),
+                    "queueing")
+        result, more = gpu_queueing.plan(
+            tenants, params.get("nodes") or [], classes, cohort=opts.get("cohort") or "gpu-tenants",
+            within=opts.get("within_cluster_queue"), reclaim=opts.get("reclaim_within_cohort"),
+            tolerations=opts.get("tolerations"), capacity_policy=params.get("capacity_policy") or "fail",
+            queue_name=opts.get("queue_name") or "gpu")
+        result["tenants"] = tenants
+        return {"queueing": result}, warnings + more
+    if component == "dra":
+        from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_dra
+        classes = validate_priority_classes(params.get("priority_classes") or {})
+        tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
+        result, more = gpu_dra.plan(tenants, (params.get("dra") or {}).get("profiles"))
+        return {"dra": result}, warnings + more
+    raise GpuOpsError("unknown component %r; valid: device_plugin, dcgm_exporter, tenancy, autoscaling, queueing, dra"
+                      % (component,))

@@ -11,6 +11,7 @@ fixture ``k8s_cluster`` (tests/e2e/conftest.py). Everything lives in one state d
     <state>/etcd/         etcd data (removed by stop())
     <state>/logs/         one log per component (kept after stop() for post-mortems)
     <state>/state.json    ports, PIDs and the API URL of the running cluster
+    <state>/kueue/        Kueue's configuration and webhook certificates (``start_kueue``, ``KUEUE=1``)
 
 Only processes this code started are stopped, by PID, after checking that the PID still runs the
 binary it started with this state directory on its command line.
@@ -59,7 +60,7 @@ KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node
                "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
 
 
-def kwok_stages(binaries):
+def kwok_stages(binaries, stages=KWOK_STAGES):
     """kwok's own default Stages (node init + heartbeat with lease, pod ready/complete/delete).
 
     The kwok binary embeds none: kwokctl passes them in a config file. Taken from the pinned
@@ -71,7 +72,9 @@ def kwok_stages(binaries):
             if "=" in line and not line.startswith("#"):
                 k, v = line.strip().split("=", 1)
                 versions[k] = v
-    path = os.path.join(binaries, "kwok-stages-%s.yaml" % versions["KWOK_VERSION"])
+    suffix = "" if tuple(stages) == KWOK_STAGES else "-" + "-".join(
+        os.path.basename(st).replace(".yaml", "") for st in stages if st not in KWOK_STAGES[:2])
+    path = os.path.join(binaries, "kwok-stages-%s%s.yaml" % (versions["KWOK_VERSION"], suffix))
     if os.path.exists(path):
         return path
     proc = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/kwok@" + versions["KWOK_VERSION"]],
@@ -82,7 +85,7 @@ def kwok_stages(binaries):
                            % versions["KWOK_VERSION"])
     moddir = json.loads(proc.stdout)["Dir"]
     docs = []
-    for rel in KWOK_STAGES:
+    for rel in stages:
         with open(os.path.join(moddir, "kustomize", "stage", rel)) as f:
             docs.append(f.read().strip() + "\n")
     with open(path + ".tmp", "w") as f:
@@ -223,13 +226,15 @@ def _kubeconfig(path, server, pki_dir, user):
 class LocalCluster(object):
     """One control plane in ``state_dir``. ``start()`` / ``stop()``; ``kubeconfig`` and ``api_url``."""
 
-    def __init__(self, state_dir=DEFAULT_STATE_DIR, binaries=None, log=None):
+    def __init__(self, state_dir=DEFAULT_STATE_DIR, binaries=None, log=None, kwok_stages=KWOK_STAGES):
         self.state_dir = os.path.abspath(state_dir)
         self.pki_dir = os.path.join(self.state_dir, "pki")
         self.log_dir = os.path.join(self.state_dir, "logs")
         self.kubeconfig = os.path.join(self.state_dir, "kubeconfig")
         self.state_file = os.path.join(self.state_dir, "state.json")
         self._binaries = binaries
+        # kwok's stages; without pod-complete, Job pods keep running (long jobs for Kueue's preemption test)
+        self.kwok_stages = tuple(kwok_stages)
         self._log = log or (lambda msg: sys.stderr.write(msg + "\n"))
         self.state = self._read_state()
         self.started_here = False
@@ -429,6 +434,8 @@ class LocalCluster(object):
             "DefaultTolerationSeconds,PodSecurity,ResourceQuota,NodeRestriction,TaintNodesByCondition,"
             "RuntimeClass,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook",
             "--allow-privileged=true",
+            # webhooks behind a Service (Kueue's) are reached through its EndpointSlice, not a ClusterIP
+            "--enable-aggregator-routing=true",
             # no kubelet answers for 127.0.0.1, so keep the 'kubernetes' Service without endpoints
             "--endpoint-reconciler-type=none",
             "--profiling=false", "--v=1",
@@ -466,7 +473,7 @@ class LocalCluster(object):
         ])
         self._spawn("kwok", [
             "--kubeconfig=" + os.path.join(self.state_dir, "kwok.kubeconfig"),
-            "--config=" + kwok_stages(self.binaries),
+            "--config=" + kwok_stages(self.binaries, self.kwok_stages),
             # manage only the fake nodes we create (annotation kwok.x-k8s.io/node=fake)
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=%s=fake" % KWOK_NODE_ANNOTATION,
@@ -489,11 +496,76 @@ class LocalCluster(object):
         api.read_namespaced_service_account("default", "default")
         return True
 
-    # -- the simulated lab's device plugin (tests/e2e/lib/sim_device_plugin.py)
+    # -- the simulated lab's device plugin (tests/e2e/lib/sim_device_plugin.py) and Kueue
+    _HELPER_MARKERS = {"sim-device-plugin": b"sim_device_plugin.py", "kueue": b"/kueue"}
+
     def _helper_alive(self, name):
         argv = self._cmdline(self.state.get("helpers", {}).get(name))
-        return any(a.endswith(b"sim_device_plugin.py") for a in argv) and any(
-            self.state_dir.encode() in a for a in argv)
+        marker = self._HELPER_MARKERS.get(name, name.encode())
+        return any(a.endswith(marker) for a in argv) and any(self.state_dir.encode() in a for a in argv)
+
+    def kueue_running(self):
+        return self._helper_alive("kueue")
+
+    def start_kueue(self, timeout=180):
+        """Start (or keep) the Kueue controller-manager built by ``hack/k8s/build.sh kueue`` (lib/kueue.py).
+
+        Installs Kueue's CRDs and webhook configurations from its Go module, then waits until it is
+        ready and its webhooks answer. ClusterError when the binary is not built.
+        """
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import kueue as kueue_lib
+
+        name = "kueue"
+        if self._helper_alive(name):
+            return self.state["helpers"][name]
+        exe = os.path.join(self.binaries, "kueue")
+        proc = subprocess.run([BUILD_SCRIPT, "--check", "kueue"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, check=False)
+        if proc.returncode != 0:
+            raise ClusterError("Kueue is not built: %s (run: hack/k8s/build.sh kueue)" % proc.stderr.strip())
+        t0 = time.time()
+        try:
+            ip = kueue_lib.host_ip()
+            webhook_port, health_port, vis_port = free_ports(3)
+            moddir = kueue_lib.module_dir()
+            kueue_lib.apply(self.kubeconfig, kueue_lib.cluster_objects(webhook_port, ip, moddir))
+        except kueue_lib.KueueError as e:
+            raise ClusterError(str(e))
+        kdir = os.path.join(self.state_dir, "kueue")
+        os.makedirs(os.path.join(kdir, "certs"), exist_ok=True)
+        cfg_path = os.path.join(kdir, "config.yaml")
+        with open(cfg_path, "w") as f:
+            json.dump(kueue_lib.config(self.state_dir, webhook_port, health_port, ip), f, indent=2)
+        os.makedirs(self.log_dir, exist_ok=True)
+        logf = open(os.path.join(self.log_dir, "kueue.log"), "ab")
+        argv = [exe, "--config=" + cfg_path, "--kubeconfig=" + self.kubeconfig,
+                "--feature-gates=VisibilityOnDemand=false", "--visibility-server-port=%d" % vis_port]
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=self.state_dir, start_new_session=True, close_fds=True)
+        logf.close()
+        self.state.setdefault("helpers", {})[name] = proc.pid
+        self.state.setdefault("ports", {})["kueue-webhook"] = webhook_port
+        self._write_state()
+        self._procs = getattr(self, "_procs", {})
+        self._procs[name] = proc
+        # what the kubelet does for Kueue's pod: the Secret its cert rotator fills, mounted as files in its cert dir
+        self._wait(name, lambda: kueue_lib.mount_secret(self.kubeconfig, os.path.join(kdir, "certs")), 60)
+        self._wait(name, lambda: urllib.request.urlopen(
+            "http://127.0.0.1:%d/readyz" % health_port, timeout=2).status == 200, timeout)
+        # the webhooks answer once the API server can call them: a dry-run ResourceFlavor goes through both
+        self._wait(name, self._kueue_webhook_ok, 60)
+        self._log("kueue %s ready in %.1fs (webhooks on %s:%d)"
+                  % (kueue_lib.version(), time.time() - t0, ip, webhook_port))
+        return proc.pid
+
+    def _kueue_webhook_ok(self):
+        from kubernetes import client, config
+        api = client.CustomObjectsApi(config.new_client_from_config(self.kubeconfig))
+        api.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors",
+                                         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                          "metadata": {"name": "gpuops-webhook-probe"}}, dry_run="All")
+        return True
 
     def start_sim_device_plugin(self, fleet, sim_dir):
         """Start (or keep) the process that publishes the simulated hosts' live GPUs on their nodes."""
@@ -514,6 +586,13 @@ class LocalCluster(object):
 
     def _stop_helpers(self, timeout=10):
         stopped = []
+        if self._helper_alive("kueue") and self._alive("kube-apiserver"):
+            try:  # a webhook of a stopped Kueue would refuse every Job
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                import kueue as kueue_lib
+                kueue_lib.remove_webhooks(self.kubeconfig)
+            except Exception as e:  # the cluster is going away anyway; say so and go on
+                self._log("could not remove Kueue's webhook configurations: %s" % e)
         for name, pid in sorted(self.state.get("helpers", {}).items()):
             if not self._helper_alive(name):
                 continue
@@ -594,6 +673,8 @@ def main(argv=None):
     ap.add_argument("--fleet", default=os.environ.get("GPUOPS_CLUSTER_FLEET",
                                                       os.path.join(TOP, "inventories", "sim", "hosts.yml")),
                     help="inventory whose hosts with gpuops_sim_gpus become kwok GPU nodes ('' for none)")
+    ap.add_argument("--kueue", action="store_true", default=os.environ.get("KUEUE") == "1",
+                    help="also start the Kueue controller-manager (hack/k8s/build.sh kueue); default: $KUEUE=1")
     ap.add_argument("--sim-dir", default=os.environ.get("GPUOPS_CLUSTER_SIM_DIR", os.path.join(TOP, ".cache", "sim")),
                     help="the fleet's NVML simulator states (<host>.json) that the simulated device plugin "
                          "publishes on the nodes ('' for no plugin)")
@@ -615,6 +696,9 @@ def main(argv=None):
                     pid = cluster.start_sim_device_plugin(args.fleet, args.sim_dir)
                     log("simulated device plugin (pid %d) publishes the hosts' state files in %s; log: %s"
                         % (pid, args.sim_dir, os.path.join(cluster.log_dir, "sim-device-plugin.log")))
+            if args.kueue:
+                pid = cluster.start_kueue()
+                log("kueue (pid %d); log: %s" % (pid, os.path.join(cluster.log_dir, "kueue.log")))
             print("export KUBECONFIG=%s" % cluster.kubeconfig, flush=True)
         elif args.action == "down":
             stopped = cluster.stop(keep_logs=True)

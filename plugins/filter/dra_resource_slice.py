@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter ``gpuops.k8s.dra_resource_slice``: the ResourceSlice the NVIDIA DRA driver would publish for a node."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_dra
+
+DOCUMENTATION = r"""
+name: dra_resource_slice
+short_description: A resource.k8s.io/v1 ResourceSlice for one node from its gpuops.k8s.gpu_info facts
+version_added: "0.1.0"
+author: gpuops.k8s contributors (@gpuops)
+description:
+  - What the NVIDIA DRA driver (driver C(gpu.nvidia.com), one pool per node) publishes - for the kwok nodes of the
+    simulated lab, which have no kubelet plugin.
+  - A GPU without MIG mode is one device C(gpu-<index>); a GPU in MIG mode publishes its MIG devices
+    C(gpu-<index>-mig-<gi>-<ci>) (the parent is then not allocatable). Attributes C(type) (gpu, mig), C(uuid),
+    C(productName), C(brand), C(architecture), C(index), C(driverVersion), C(cudaDriverVersion), and C(profile),
+    C(parentUUID), C(parentIndex) on MIG devices; capacity C(memory).
+options:
+  _input:
+    description: The result of M(gpuops.k8s.gpu_info) (its C(gpus), C(driver_version), C(cuda_driver_version)).
+    type: dict
+    required: true
+  node:
+    description: The Kubernetes node name (also the pool name).
+    type: str
+    required: true
+  generation:
+    description: The pool generation; raise it when the devices change so the scheduler drops older slices.
+    type: int
+    default: 1
+"""
+
+EXAMPLES = r"""
+- name: Publish the simulated host's GPUs as DRA devices on its kwok node
+  kubernetes.core.k8s:
+    state: present
+    definition: "{{ gpu_facts | gpuops.k8s.dra_resource_slice(inventory_hostname) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: A ResourceSlice manifest.
+  type: dict
+"""
+
+
+def dra_resource_slice(host, node, generation=1):
+    try:
+        return gpu_dra.resource_slice(node, host, generation)
+    except (GpuOpsError, KeyError, TypeError, ValueError) as e:
+        raise AnsibleFilterError("dra_resource_slice: %s" % e)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"dra_resource_slice": dra_resource_slice}
