@@ -245,7 +245,7 @@ hpas:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.stack import run_validate
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.validate import run_validate
 
 
 def main():

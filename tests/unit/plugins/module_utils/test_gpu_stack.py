@@ -1,6 +1,7 @@
 """Unit tests of the stack validation logic (plugins/module_utils/k8s/stack.py)."""
 import pytest
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -495,14 +496,14 @@ def test_dcgm_metrics_bad(metric):
 
 
 def test_run_validate_warns_without_mig_profiling_metric():
-    result, warns = gs.run_validate({"component": "dcgm_exporter",
+    result, warns = gv.run_validate({"component": "dcgm_exporter",
                                      "metrics": [{"field": "DCGM_FI_DEV_GPU_UTIL", "type": "gauge"}]})
     assert result["metrics_csv"].startswith("DCGM_FI_DEV_GPU_UTIL")
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in warns[0]
 
 
 def test_run_validate_tenancy_capacity():
-    result, warns = gs.run_validate({"component": "tenancy", "tenants": [_tenant("a", quota={"hard": {
+    result, warns = gv.run_validate({"component": "tenancy", "tenants": [_tenant("a", quota={"hard": {
         "requests.nvidia.com/gpu": 20}})], "priority_classes": {"gpu-low": {"value": 1}}, "nodes": NODES,
         "capacity_policy": "warn"})
     assert result["capacity"]["overcommitted"] == ["nvidia.com/gpu"]

@@ -5,6 +5,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -94,11 +95,11 @@ def test_dcgm_devices_invalid_values(value):
 
 
 def test_dcgm_component_validates_devices():
-    result, dummy = gs.run_validate({"component": "dcgm_exporter", "devices": "g:0-3",
+    result, dummy = gv.run_validate({"component": "dcgm_exporter", "devices": "g:0-3",
                                      "metrics": [{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "t"}]})
     assert result["devices"] == "g:0-3"
     with pytest.raises(GpuOpsError):
-        gs.run_validate({"component": "dcgm_exporter", "devices": "g+i",
+        gv.run_validate({"component": "dcgm_exporter", "devices": "g+i",
                          "metrics": [{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "t"}]})
 
 

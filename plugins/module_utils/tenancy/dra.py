@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
 
 DRA_API = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"

@@ -1,10 +1,11 @@
-"""Unit tests of the Kueue objects for GPU tenants (plugins/module_utils/gpu_queueing.py)."""
+"""Unit tests of the Kueue objects for GPU tenants (plugins/module_utils/tenancy/queueing.py)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_queueing as gq
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack as gs
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_node_labels
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import queueing as gq
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_node_labels
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 CLASSES = {"gpu-high": {"value": 100000, "preemption_policy": "PreemptLowerPriority", "description": "high"},
            "gpu-low": {"value": 1000, "preemption_policy": "Never"}}
@@ -115,7 +116,7 @@ def test_preemption_mapping_and_bad_input():
 
 
 def test_run_validate_queueing_component():
-    result, warnings = gs.run_validate({
+    result, warnings = gv.run_validate({
         "component": "queueing", "priority_classes": CLASSES, "nodes": _nodes(),
         "tenants": [{"name": "a", "quota": {"hard": {"limits.nvidia.com/mig-1g.10gb": 2}}}],
         "queueing": {"cohort": "c1", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}})

@@ -29,8 +29,8 @@ from __future__ import annotations
 import copy
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 GPU_RESOURCE = "nvidia.com/gpu"

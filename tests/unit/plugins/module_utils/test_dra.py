@@ -1,9 +1,10 @@
-"""Unit tests of the DRA objects (plugins/module_utils/gpu_dra.py)."""
+"""Unit tests of the DRA objects (plugins/module_utils/tenancy/dra.py)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_dra
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack as gs
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def _inst(gi, profile, mib, ci=0, uuid=None, has_ci=True):
@@ -78,12 +79,12 @@ def test_claim_quotas_from_the_tenant_spec():
 
 
 def test_run_validate_dra_component():
-    result, _w = gs.run_validate({"component": "dra", "tenants": [
+    result, _w = gv.run_validate({"component": "dra", "tenants": [
         {"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 1}}}], "dra": {"profiles": ["1g.10gb"]}})
     assert result["dra"]["quotas"] == {"a": {"mig-1g.10gb.nvidia.com.deviceclass.resource.k8s.io/devices": "1"}}
     assert len(result["dra"]["device_classes"]) == 3
     with pytest.raises(GpuOpsError, match="not among the classes made"):
-        gs.run_validate({"component": "dra", "tenants": [
+        gv.run_validate({"component": "dra", "tenants": [
             {"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-2g.20gb": 1}}}], "dra": {"profiles": ["1g.10gb"]}})
 
 
@@ -91,14 +92,14 @@ def test_tenancy_component_adds_claim_quotas_or_drops_gpu_keys():
     tenants = [{"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 2, "requests.cpu": "4"}},
                 "priority_quotas": {"gpu-low": {"hard": {"requests.nvidia.com/gpu": 1}}}}]
     classes = {"gpu-low": {"value": 1000, "preemption_policy": "Never"}}
-    result, _w = gs.run_validate({"component": "tenancy", "tenants": tenants, "priority_classes": classes,
+    result, _w = gv.run_validate({"component": "tenancy", "tenants": tenants, "priority_classes": classes,
                                   "dra": {"quotas": True}})
     hard = result["tenants"][0]["quota"]["hard"]
     assert hard["mig-1g.10gb.nvidia.com.deviceclass.resource.k8s.io/devices"] == "2"
     assert hard["requests.nvidia.com/mig-1g.10gb"] == "2"
     # scoped quotas match pods only: no claim keys there
     assert result["tenants"][0]["priority_quotas"]["gpu-low"]["hard"] == {"requests.nvidia.com/gpu": "1"}
-    result, _w = gs.run_validate({"component": "tenancy", "tenants": tenants, "priority_classes": classes,
+    result, _w = gv.run_validate({"component": "tenancy", "tenants": tenants, "priority_classes": classes,
                                   "gpu_quotas": False})
     assert result["tenants"][0]["quota"]["hard"] == {"requests.cpu": "4"}
     assert result["tenants"][0]["priority_quotas"] == {}
