@@ -4,6 +4,8 @@
 #   make k8s-build      build what is missing (cold: about 6 min on an idle 2-core machine; then cached)
 #   make cluster-up     start (or reuse) the cluster in .cache/cluster with the kwok GPU nodes of
 #                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
+#                       METRICS=1: also build and start the GPU metric path (simulated DCGM exporter,
+#                       Prometheus, the custom-metrics stand-in; docs/autoscaling.md)
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
 #   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/sim_lab.yml), then
 #                       playbooks/site.yml on inventories/sim/hosts.yml (docs/simulated-lab.md)
@@ -19,7 +21,8 @@ k8s-build:
 	@hack/k8s/build.sh
 
 cluster-up: venv k8s-build
-	@$(CLUSTER_PY) up
+	@if [ "$(METRICS)" = 1 ]; then hack/k8s/build.sh prometheus metrics-standin >&2; fi
+	@METRICS=$(METRICS) $(CLUSTER_PY) up
 
 cluster-down:
 	@$(CLUSTER_PY) down

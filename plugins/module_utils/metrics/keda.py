@@ -22,8 +22,11 @@ _URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
 
 def pod_regex(target_name, kind="Deployment"):
-    """The names of a workload's pods: Deployment ``<name>-<rs hash>-<suffix>``, else ``<name>-<suffix>``."""
-    name = re.escape(target_name)
+    """The names of a workload's pods: Deployment ``<name>-<rs hash>-<suffix>``, else ``<name>-<suffix>``.
+
+    Names are DNS-1123 subdomains: only ``.`` needs escaping, written ``\\\\.`` so that the PromQL string
+    literal (Go escapes) hands ``\\.`` to the regex engine."""
+    name = str(target_name).replace(".", "\\\\.")
     if kind == "Deployment":
         return "%s-[a-z0-9]+-[a-z0-9]+" % name
     return "%s-[a-z0-9-]+" % name
