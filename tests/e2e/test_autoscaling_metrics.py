@@ -242,3 +242,61 @@ def test_latency_and_gpu_metric_combined(k8s_cluster, lab, ns):
     assert set(current) == {"gpu_engine_active", "request_latency_p95_seconds"}, current
     assert current["gpu_engine_active"] in ("300m", "0.3")
     print("HPA current metrics: %s" % current)
+
+
+KEDA_VERSION = "v2.21.0"  # v2.21.1 needs go >= 1.27.4 (go.mod); both serve the same ScaledObject CRD schema
+
+
+def keda_crd():
+    """KEDA's ScaledObject CRD from the KEDA module (the Go module proxy serves it)."""
+    proc = subprocess.run(["go", "mod", "download", "-json", "github.com/kedacore/keda/v2@" + KEDA_VERSION],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False,
+                          cwd="/", env=dict(os.environ, GOFLAGS="-mod=mod"))
+    info = json.loads(proc.stdout or "{}")
+    assert info.get("Dir"), "go mod download github.com/kedacore/keda/v2@%s: %s %s" % (KEDA_VERSION, info.get("Error"), proc.stderr)
+    with open(os.path.join(info["Dir"], "config", "crd", "bases", "keda.sh_scaledobjects.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+def test_keda_backend_scaled_objects_fit_kedas_crd(k8s_cluster, lab, ns):
+    """gpu_autoscaling_backend: keda applies ScaledObjects that KEDA's own CRD schema keeps whole."""
+    from kubernetes.client.rest import ApiException
+    api = k8s_cluster.api_client()
+    ext = client.ApiextensionsV1Api(api)
+    crd = keda_crd()
+    created = False
+    try:
+        ext.create_custom_resource_definition(crd)
+        created = True
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    try:
+        wait_for(lambda: any(c.type == "Established" and c.status == "True"
+                             for c in ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
+                 timeout=60, what="KEDA CRD established")
+        hpa = {"name": "llm", "namespace": ns, "target": {"name": "llm"}, "min_replicas": 1, "max_replicas": 5,
+               "gpu_metric": {"name": "gpu_engine_active", "average_value": "700m"},
+               "latency_metric": {"name": "request_latency_p95_seconds", "average_value": "250m"}, "behavior": FAST}
+        play = lab["tmp"] / "keda.yml"
+        play.write_text(PLAYBOOK)
+        varfile = lab["tmp"] / "keda-vars.json"
+        varfile.write_text(json.dumps({"gpu_autoscaling_hpas": [hpa], "gpu_autoscaling_backend": "keda",
+                                       "gpu_autoscaling_keda_prometheus_url": lab["lab"].prometheus_url}))
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                               str(play), "-e", "@" + str(varfile)], cwd=str(lab["tmp"]), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False,
+                              env=dict(os.environ, K8S_AUTH_KUBECONFIG=k8s_cluster.kubeconfig))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        so = client.CustomObjectsApi(api).get_namespaced_custom_object("keda.sh", "v1alpha1", ns, "scaledobjects", "llm")
+        spec = so["spec"]
+        # nothing pruned by the structural schema: every field the role wrote is a KEDA field
+        assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 20
+        assert [t["metricType"] for t in spec["triggers"]] == ["AverageValue", "Value"]
+        assert spec["triggers"][0]["metadata"]["threshold"] == "0.7"
+        # the trigger's query is the adapter rule's, answered by the lab's Prometheus
+        assert isinstance(lab["lab"].query(spec["triggers"][0]["metadata"]["query"]), list)
+        assert not [h for h in client.AutoscalingV2Api(api).list_namespaced_horizontal_pod_autoscaler(ns).items]
+    finally:
+        if created:
+            ext.delete_custom_resource_definition(crd["metadata"]["name"])

@@ -30,6 +30,8 @@ import urllib.request
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 NAMESPACE = "gpuops-lab-metrics"
 SERVICE = "gpuops-metrics-standin"
