@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: keda_scaled_objects
 short_description: KEDA ScaledObjects (prometheus triggers) for the gpu_autoscaling role's validated HPAs
-version_added: "1.1.0"
+version_added: "0.1.0"
 author: gpuops.k8s contributors (@gpuops)
 description:
   - Turns the HPAs validated by M(gpuops.k8s.gpu_stack_validate) (C(component=autoscaling)) into keda.sh/v1alpha1
