@@ -6,6 +6,8 @@
 #                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
 #                       KUEUE=1: also build (hack/k8s/build.sh kueue, optional) and start the Kueue
 #                       controller-manager with its CRDs and webhooks (docs/tenancy.md)
+#                       METRICS=1: also build and start the GPU metric path (simulated DCGM exporter,
+#                       Prometheus, the custom-metrics stand-in; docs/autoscaling.md)
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
 #   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/lab/sim_lab.yml), then
 #                       playbooks/site.yml on inventories/sim/hosts.yml (docs/simulated-lab.md)
@@ -18,10 +20,10 @@ TEST_TARGETS += e2e
 CLUSTER_PY = $(VENV)/bin/python tests/e2e/lib/cluster.py
 
 k8s-build:
-	@hack/k8s/build.sh $(if $(filter 1,$(KUEUE)),kueue)
+	@hack/k8s/build.sh $(if $(filter 1,$(KUEUE)),kueue) $(if $(filter 1,$(METRICS)),prometheus metrics-standin)
 
 cluster-up: venv k8s-build
-	@$(CLUSTER_PY) up
+	@KUEUE=$(KUEUE) METRICS=$(METRICS) $(CLUSTER_PY) up
 
 cluster-down:
 	@$(CLUSTER_PY) down

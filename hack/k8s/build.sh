@@ -4,13 +4,17 @@
 #     kube-apiserver kube-controller-manager kube-scheduler   (k8s.io/kubernetes, hack/k8s/kube)
 #     etcd                                                    (go.etcd.io/etcd/server/v3, hack/k8s/etcd)
 #     kwok                                                    (sigs.k8s.io/kwok, hack/k8s/kwok)
-#   optional, built only when named:
-#     kueue                                                   (sigs.k8s.io/kueue, hack/k8s/kueue)
+#   optional, built only when named (hack/k8s/build.sh kueue prometheus metrics-standin):
+#     kueue                   (sigs.k8s.io/kueue, hack/k8s/kueue)
+#     prometheus              (github.com/prometheus/prometheus/cmd/prometheus, hack/k8s/prometheus;
+#                              tags remove_all_sd, no builtinassets: static/file/http SD only, no web UI assets)
+#     gpuops-metrics-standin  (hack/k8s/metrics-standin: the lab's external/custom metrics server on
+#                              sigs.k8s.io/custom-metrics-apiserver; lab code, never shipped)
 # Versions: hack/k8s/versions.env. A binary is rebuilt only when its wrapper module changed.
 #
 # Usage: hack/k8s/build.sh            build what is missing, print the bin directory last
-#        hack/k8s/build.sh kueue      the same plus the optional component(s) named
-#        hack/k8s/build.sh --check [kueue]  exit 1 (and say why) unless everything (and those named) is built
+#        hack/k8s/build.sh kueue prometheus    the same plus the optional component(s) named
+#        hack/k8s/build.sh --check [COMPONENT...]  exit 1 (and say why) unless everything (and those named) is built
 #        hack/k8s/build.sh --bin-dir  print the bin directory and exit
 # Environment: GPUOPS_K8S_CACHE (cache root), GPUOPS_K8S_BUILD_JOBS (go build -p, default 2).
 set -euo pipefail
@@ -34,11 +38,13 @@ binaries_of() {
     etcd) echo "etcd" ;;
     kwok) echo "kwok" ;;
     kueue) echo "kueue" ;;
+    prometheus) echo "prometheus" ;;
+    metrics-standin) echo "gpuops-metrics-standin" ;;
   esac
 }
 COMPONENTS="etcd kwok kube"
 kueue_version() { awk '$1 == "sigs.k8s.io/kueue" { print $2 }' "$here/kueue/go.mod"; }
-OPTIONAL_COMPONENTS="kueue"
+OPTIONAL_COMPONENTS="kueue prometheus metrics-standin"
 
 is_built() {
   local c="$1" b
@@ -89,7 +95,7 @@ progress() {
 }
 
 build_component() {
-  local c="$1" start out ldflags pkgs=()
+  local c="$1" start out ldflags pkgs=() tags=""
   start=$(date +%s)
   out="$bin/.tmp-$c"
   rm -rf "$out"; mkdir -p "$out"
@@ -112,13 +118,17 @@ build_component() {
       # would change every other component's stamp
       ldflags="$ldflags -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(kueue_version)"
       pkgs=(sigs.k8s.io/kueue/cmd/kueue) ;;
+    prometheus)
+      tags="remove_all_sd"
+      pkgs=(github.com/prometheus/prometheus/cmd/prometheus) ;;
+    metrics-standin) pkgs=(.) ;;
   esac
   echo "[build $c] go build -p $jobs ${pkgs[*]} (cold, all three builds: about 6 min on an idle 2-core machine, far longer under load)"
   local rc=0
   (
     cd "$here/$c"
     # CGO off: static binaries, no C toolchain needed; -mod=readonly: go.sum is the pin.
-    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -p "$jobs" -v -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1
+    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -p "$jobs" -v -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1
   ) | progress "$c" "$start" || rc=$?
   if [[ $rc -ne 0 ]]; then
     echo "[build $c] FAILED (go build exit $rc)" >&2; rm -rf "$out"; return "$rc"

@@ -189,6 +189,8 @@ def _pki(pki_dir):
     leaf("controller-manager", "system:kube-controller-manager")
     leaf("scheduler", "system:kube-scheduler")
     leaf("kwok", "gpuops-kwok", "system:masters")
+    # the aggregator's client certificate towards aggregated API servers (the metrics lab's stand-in)
+    leaf("front-proxy-client", "front-proxy-client")
     sa = key()
     write_key("sa.key", sa)
     with open(os.path.join(pki_dir, "sa.pub"), "wb") as f:
@@ -436,6 +438,12 @@ class LocalCluster(object):
             "--allow-privileged=true",
             # webhooks behind a Service (Kueue's) are reached through its EndpointSlice, not a ClusterIP
             "--enable-aggregator-routing=true",
+            # API aggregation (aggregated API servers such as the metrics lab's custom-metrics stand-in)
+            "--requestheader-client-ca-file=" + p("ca.crt"), "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--proxy-client-cert-file=" + p("front-proxy-client.crt"),
+            "--proxy-client-key-file=" + p("front-proxy-client.key"),
             # no kubelet answers for 127.0.0.1, so keep the 'kubernetes' Service without endpoints
             "--endpoint-reconciler-type=none",
             "--profiling=false", "--v=1",
@@ -501,7 +509,8 @@ class LocalCluster(object):
 
     def _helper_alive(self, name):
         argv = self._cmdline(self.state.get("helpers", {}).get(name))
-        marker = self._HELPER_MARKERS.get(name, name.encode())
+        recorded = self.state.get("helper_markers", {}).get(name)
+        marker = recorded.encode() if recorded else self._HELPER_MARKERS.get(name, name.encode())
         return any(a.endswith(marker) for a in argv) and any(self.state_dir.encode() in a for a in argv)
 
     def kueue_running(self):
@@ -566,6 +575,12 @@ class LocalCluster(object):
                                          {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                                           "metadata": {"name": "gpuops-webhook-probe"}}, dry_run="All")
         return True
+
+    def add_helper(self, name, pid, marker):
+        """Record a helper process (the metrics lab's) that stop() ends: ``marker`` ends one of its argv."""
+        self.state.setdefault("helpers", {})[name] = pid
+        self.state.setdefault("helper_markers", {})[name] = marker
+        self._write_state()
 
     def start_sim_device_plugin(self, fleet, sim_dir):
         """Start (or keep) the process that publishes the simulated hosts' live GPUs on their nodes."""
@@ -678,6 +693,9 @@ def main(argv=None):
     ap.add_argument("--sim-dir", default=os.environ.get("GPUOPS_CLUSTER_SIM_DIR", os.path.join(TOP, ".cache", "sim")),
                     help="the fleet's NVML simulator states (<host>.json) that the simulated device plugin "
                          "publishes on the nodes ('' for no plugin)")
+    ap.add_argument("--metrics", action="store_true", default=os.environ.get("METRICS") == "1",
+                    help="also start the GPU metric path: simulated DCGM exporter, Prometheus and the "
+                         "custom-metrics stand-in (METRICS=1; docs/autoscaling.md)")
     args = ap.parse_args(argv)
 
     def log(msg):
@@ -699,6 +717,12 @@ def main(argv=None):
             if args.kueue:
                 pid = cluster.start_kueue()
                 log("kueue (pid %d); log: %s" % (pid, os.path.join(cluster.log_dir, "kueue.log")))
+            if args.metrics:  # METRICS=1: the GPU metric path (tests/e2e/lib/metrics_lab.py)
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                import metrics_lab
+                lab = metrics_lab.MetricsLab(cluster, scrape_interval="5s").start()
+                log("metrics: simulated DCGM exporter %s (PUT /load), Prometheus %s, custom.metrics.k8s.io "
+                    "served by the lab's stand-in (logs in %s)" % (lab.exporter_url, lab.prometheus_url, cluster.log_dir))
             print("export KUBECONFIG=%s" % cluster.kubeconfig, flush=True)
         elif args.action == "down":
             stopped = cluster.stop(keep_logs=True)

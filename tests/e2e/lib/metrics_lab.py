@@ -1,0 +1,326 @@
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated lab's GPU metric path (lab code, never shipped): simulated DCGM exporter -> Prometheus
+-> the lab's custom-metrics stand-in (aggregated API) -> the real HPA controller.
+
+``MetricsLab(cluster).start(render_dir)`` with the local control plane of cluster.py running:
+
+1. renders the dcgm_exporter role (render mode: ServiceMonitor, prometheus-adapter rules) into
+   ``render_dir`` unless the files are there (``render_manifests``);
+2. starts tests/e2e/lib/sim_dcgm_exporter.py, which keeps a file_sd file with one target per kwok GPU node,
+   labelled as the ServiceMonitor's job would label them (plugins/module_utils/metrics/scrape.py);
+3. starts Prometheus (hack/k8s/build.sh prometheus) on 127.0.0.1 with that job and the workloads' own
+   latency job;
+4. starts gpuops-metrics-standin (hack/k8s/build.sh metrics-standin) with the role's adapter rules and
+   a serving certificate for ``gpuops-metrics-standin.gpuops-lab-metrics.svc`` signed by the cluster CA;
+5. registers it: an ExternalName Service whose externalName is 127.0.0.1 (kube-apiserver's aggregator
+   resolves ExternalName services to ``<externalName>:<port>``, k8s.io/apiserver pkg/util/proxy
+   ResolveCluster) and APIServices v1beta1/v1beta2.custom.metrics.k8s.io with the CA as caBundle.
+
+PIDs are recorded as the cluster's helpers, so ``make cluster-down`` stops them.
+"""
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+NAMESPACE = "gpuops-lab-metrics"
+SERVICE = "gpuops-metrics-standin"
+GROUP = "custom.metrics.k8s.io"
+
+RENDER_PLAYBOOK = """\
+- name: Render the metric path's manifests (dcgm_exporter, render mode)
+  hosts: localhost
+  gather_facts: false
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+  roles:
+    - role: gpuops.k8s.dcgm_exporter
+      vars:
+        dcgm_exporter_mode: render
+        dcgm_exporter_render_dir: "{{ render_dir }}"
+        dcgm_exporter_service_monitor: true
+"""
+
+
+def render_manifests(render_dir, extra_vars=None):
+    """Render the dcgm_exporter role (render mode) into ``render_dir``; returns (service monitor, rules text)."""
+    os.makedirs(render_dir, exist_ok=True)
+    play = os.path.join(render_dir, ".render.yml")
+    with open(play, "w") as f:
+        f.write(RENDER_PLAYBOOK)
+    varfile = os.path.join(render_dir, ".vars.json")
+    with open(varfile, "w") as f:
+        json.dump(dict(extra_vars or {}, render_dir=os.path.abspath(render_dir)), f)
+    env = dict(os.environ)
+    env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(TOP, ".build", "collections"))
+    env.setdefault("ANSIBLE_HOME", os.path.join(TOP, ".cache", "ansible"))
+    env.setdefault("ANSIBLE_LOCAL_TEMP", os.path.join(TOP, ".cache", "ansible", "tmp-local"))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           play, "-e", "@" + varfile], cwd=render_dir, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError("rendering dcgm_exporter failed:\n%s" % proc.stdout[-3000:])
+    return read_manifests(render_dir)
+
+
+def read_manifests(render_dir):
+    sm, rules = None, None
+    for name in sorted(os.listdir(render_dir)):
+        if not name.endswith(".yaml"):
+            continue
+        with open(os.path.join(render_dir, name)) as f:
+            for doc in yaml.safe_load_all(f):
+                if not doc:
+                    continue
+                if doc.get("kind") == "ServiceMonitor":
+                    sm = doc
+                if doc.get("kind") == "ConfigMap" and "config.yaml" in (doc.get("data") or {}):
+                    rules = doc["data"]["config.yaml"]
+    if sm is None or rules is None:
+        raise RuntimeError("%s holds no ServiceMonitor or adapter rules ConfigMap" % render_dir)
+    return sm, rules
+
+
+def serving_cert(pki_dir, out_dir, dns_names):
+    """A serving certificate signed by the cluster CA (cluster.py's pki)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    import ipaddress
+    with open(os.path.join(pki_dir, "ca.crt"), "rb") as f:
+        ca = x509.load_pem_x509_certificate(f.read())
+    with open(os.path.join(pki_dir, "ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]
+                                                       + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    os.makedirs(out_dir, exist_ok=True)
+    crt, keyf = os.path.join(out_dir, "serving.crt"), os.path.join(out_dir, "serving.key")
+    with open(crt, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(keyf, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    os.chmod(keyf, 0o600)
+    return crt, keyf
+
+
+def prometheus_config(service_monitor, targets_file, exporter_port, scrape_interval=None):
+    """prometheus.yml: the ServiceMonitor's job (targets from the exporter's file_sd file) and the
+    workloads' own latency job (honor_labels: their namespace/pod labels stay)."""
+    sys.path.insert(0, HERE)
+    import gpu_nodes  # noqa: F401  (collection on sys.path)
+    from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import scrape
+    job = scrape.scrape_config(service_monitor, [])
+    del job["static_configs"]
+    job["file_sd_configs"] = [{"files": [targets_file], "refresh_interval": "5s"}]
+    if scrape_interval:
+        job["scrape_interval"] = scrape_interval
+        job["scrape_timeout"] = scrape_interval
+    interval = job["scrape_interval"]
+    return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "scrape_configs": [job, {"job_name": "gpuops-lab-workloads", "honor_labels": True,
+                                     "scrape_interval": interval, "scrape_timeout": job["scrape_timeout"],
+                                     "metrics_path": "/workload/metrics",
+                                     "static_configs": [{"targets": ["127.0.0.1:%d" % exporter_port]}]}]}
+
+
+class MetricsLab(object):
+    """The metric path's processes for one LocalCluster (tests/e2e/lib/cluster.py)."""
+
+    def __init__(self, cluster, scrape_interval="2s"):
+        self.cluster = cluster
+        self.dir = os.path.join(cluster.state_dir, "metrics")
+        self.scrape_interval = scrape_interval
+        self.procs = {}
+        self.ports = {}
+
+    @property
+    def prometheus_url(self):
+        return "http://127.0.0.1:%d" % self.ports["prometheus"]
+
+    @property
+    def exporter_url(self):
+        return "http://127.0.0.1:%d" % self.ports["exporter"]
+
+    def _bin(self, name):
+        from cluster import BUILD_SCRIPT  # noqa
+        def check():
+            return subprocess.run([BUILD_SCRIPT, "--check", "prometheus", "metrics-standin"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        proc = check()
+        if proc.returncode != 0:
+            # cold: build them now (Prometheus about 7 min, the stand-in about 3-10 min on 2 busy cores), like
+            # the k8s_cluster fixture builds the control plane; fail with the reason if that cannot be done
+            build = subprocess.run([BUILD_SCRIPT, "prometheus", "metrics-standin"], check=False)
+            proc = check()
+            if build.returncode != 0 or proc.returncode != 0:
+                raise RuntimeError(proc.stderr.strip() + " (hack/k8s/build.sh prometheus metrics-standin failed)")
+        return os.path.join(proc.stdout.strip().splitlines()[-1], name)
+
+    def _spawn(self, name, argv):
+        os.makedirs(self.cluster.log_dir, exist_ok=True)
+        logf = open(os.path.join(self.cluster.log_dir, name + ".log"), "ab")
+        logf.write(("\n# %s %s\n" % (datetime.datetime.now().isoformat(), " ".join(argv))).encode())
+        logf.flush()
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=self.dir, start_new_session=True, close_fds=True)
+        logf.close()
+        self.procs[name] = proc
+        self.cluster.add_helper(name, proc.pid, argv[1] if argv[0] == sys.executable else argv[0])
+        return proc
+
+    def _wait(self, name, probe, timeout):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError("%s exited (%s); see %s" % (name, proc.returncode,
+                                                               os.path.join(self.cluster.log_dir, name + ".log")))
+            try:
+                if probe():
+                    return
+            except Exception as e:
+                last = e
+            time.sleep(0.5)
+        raise RuntimeError("%s not ready after %ss (%s)" % (name, timeout, last))
+
+    def start(self, render_dir=None, timeout=120):
+        from cluster import free_ports
+        prom_bin, standin_bin = self._bin("prometheus"), self._bin("gpuops-metrics-standin")
+        os.makedirs(self.dir, exist_ok=True)
+        render_dir = render_dir or os.path.join(self.dir, "rendered")
+        try:
+            sm, rules = read_manifests(render_dir)
+        except (RuntimeError, OSError):
+            sm, rules = render_manifests(render_dir)
+        sm_file = os.path.join(self.dir, "service-monitor.yaml")
+        with open(sm_file, "w") as f:
+            yaml.safe_dump(sm, f)
+        rules_file = os.path.join(self.dir, "adapter-rules.yaml")
+        with open(rules_file, "w") as f:
+            f.write(rules)
+        exporter, prom, standin = free_ports(3)
+        self.ports = {"exporter": exporter, "prometheus": prom, "standin": standin}
+        targets = os.path.join(self.dir, "dcgm-targets.json")
+        with open(targets, "w") as f:
+            f.write("[]")
+        self._spawn("sim-dcgm-exporter", [sys.executable, os.path.join(HERE, "sim_dcgm_exporter.py"),
+                                          "--kubeconfig", self.cluster.kubeconfig, "--port", str(exporter),
+                                          "--targets-file", targets, "--service-monitor", sm_file,
+                                          "--state-dir", self.cluster.state_dir])
+        self._wait("sim-dcgm-exporter", lambda: urllib.request.urlopen(self.exporter_url + "/health", timeout=2).status == 200, 30)
+        prom_cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(prom_cfg, "w") as f:
+            yaml.safe_dump(prometheus_config(sm, targets, exporter, self.scrape_interval), f, sort_keys=False)
+        self._spawn("prometheus", [prom_bin, "--config.file=" + prom_cfg,
+                                   "--storage.tsdb.path=" + os.path.join(self.dir, "tsdb"),
+                                   "--web.listen-address=127.0.0.1:%d" % prom, "--storage.tsdb.retention.time=2h",
+                                   "--log.level=warn"])
+        self._wait("prometheus", lambda: urllib.request.urlopen(self.prometheus_url + "/-/ready", timeout=2).status == 200, timeout)
+        crt, key = serving_cert(self.cluster.pki_dir, os.path.join(self.dir, "pki"),
+                                ["%s.%s.svc" % (SERVICE, NAMESPACE), "localhost"])
+        kc = self.cluster.kubeconfig
+        self._spawn("gpuops-metrics-standin", [
+            standin_bin, "--secure-port=%d" % standin, "--bind-address=127.0.0.1",
+            "--tls-cert-file=" + crt, "--tls-private-key-file=" + key,
+            "--lister-kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+            "--prometheus-url=" + self.prometheus_url, "--rules=" + rules_file, "--v=2"])
+        self._register()
+        self._wait("gpuops-metrics-standin", self._available, timeout)
+        return self
+
+    def _apis(self):
+        from kubernetes import client, config
+        api = config.new_client_from_config(self.cluster.kubeconfig)
+        return client.CoreV1Api(api), client.ApiregistrationV1Api(api)
+
+    def _register(self):
+        from kubernetes.client.rest import ApiException
+        import base64
+        core, reg = self._apis()
+        try:
+            core.create_namespace({"metadata": {"name": NAMESPACE}})
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        svc = {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
+               "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}}
+        try:
+            core.create_namespaced_service(NAMESPACE, svc)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            core.replace_namespaced_service(SERVICE, NAMESPACE, dict(svc, metadata=dict(
+                svc["metadata"], resourceVersion=core.read_namespaced_service(SERVICE, NAMESPACE).metadata.resource_version)))
+        with open(os.path.join(self.cluster.pki_dir, "ca.crt"), "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        for version, prio in (("v1beta2", 200), ("v1beta1", 100)):
+            name = "%s.%s" % (version, GROUP)
+            body = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": name},
+                    "spec": {"group": GROUP, "version": version, "groupPriorityMinimum": 100, "versionPriority": prio,
+                             "service": {"name": SERVICE, "namespace": NAMESPACE, "port": self.ports["standin"]},
+                             "caBundle": ca}}
+            try:
+                reg.delete_api_service(name)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+            reg.create_api_service(body)
+
+    def _available(self):
+        dummy, reg = self._apis()
+        svc = reg.read_api_service("v1beta2." + GROUP)
+        return any(c.type == "Available" and c.status == "True" for c in (svc.status.conditions or []))
+
+    def put_load(self, load):
+        req = urllib.request.Request(self.exporter_url + "/load", data=json.dumps(load).encode(), method="PUT")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def query(self, promql):
+        import urllib.parse
+        with urllib.request.urlopen(self.prometheus_url + "/api/v1/query?" + urllib.parse.urlencode({"query": promql}),
+                                    timeout=5) as r:
+            return json.loads(r.read())["data"]["result"]
+
+    def stop(self):
+        from kubernetes.client.rest import ApiException
+        try:
+            dummy, reg = self._apis()
+            for version in ("v1beta2", "v1beta1"):
+                try:
+                    reg.delete_api_service("%s.%s" % (version, GROUP))
+                except ApiException:
+                    pass
+        except Exception:
+            pass
+        for name, proc in self.procs.items():
+            if proc.poll() is None:
+                proc.terminate()
+        for name, proc in self.procs.items():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self.procs = {}
