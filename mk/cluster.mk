@@ -11,12 +11,15 @@
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
 #   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/lab/sim_lab.yml), then
 #                       playbooks/site.yml on inventories/sim/hosts.yml (docs/simulated-lab.md)
-#   make e2e            the e2e tests (tests/e2e) on a real cluster; fails if Go or the build is missing
+#   make e2e            the e2e tests (tests/e2e) on a real cluster, Kueue and the metric path included; fails if
+#                       Go or the build is missing
 # GPUOPS_SKIP_E2E=1 opts out of `make e2e` explicitly (for people without Go; CI never sets it).
 
 .PHONY: k8s-build cluster-up cluster-down cluster-status sim-lab e2e
 
 TEST_TARGETS += e2e
+# make e2e needs every optional component too (Kueue, the metric path): none of their tests may skip
+E2E_COMPONENTS := kueue prometheus metrics-standin
 CLUSTER_PY = $(VENV)/bin/python tests/e2e/lib/cluster.py
 
 k8s-build:
@@ -43,5 +46,5 @@ e2e: venv collections
 	if ! command -v go >/dev/null; then \
 	  echo "e2e: FAILED: Go is not installed; the local Kubernetes control plane is built from Go modules" \
 	       "(install Go >= 1.26, or set GPUOPS_SKIP_E2E=1 to opt out)" >&2; exit 1; fi; \
-	hack/k8s/build.sh || { echo "e2e: FAILED: hack/k8s/build.sh could not build the control plane" >&2; exit 1; }; \
-	python -m pytest -q -p no:cacheprovider tests/e2e
+	hack/k8s/build.sh $(E2E_COMPONENTS) || { echo "e2e: FAILED: hack/k8s/build.sh could not build the control plane" >&2; exit 1; }; \
+	GPUOPS_E2E_KUEUE=1 python -m pytest -q -p no:cacheprovider tests/e2e

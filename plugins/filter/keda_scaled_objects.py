@@ -69,7 +69,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import keda
 
 

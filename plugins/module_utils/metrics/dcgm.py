@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.stack import parse_quantity
 
 # the per-pod metric name of the role's rules -> DCGM series (gpu_stack.GPU_POD_METRICS)
 METRIC_TYPES = ("AverageValue", "Value")
@@ -44,7 +45,6 @@ def latency_query(series, namespace, pod_re, quantile=0.95, window="2m"):
 
 
 def _threshold(text):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.gpu_stack import parse_quantity
     value = parse_quantity(text, "threshold")
     return ("%.6f" % value).rstrip("0").rstrip(".")
 

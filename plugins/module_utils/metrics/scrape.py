@@ -12,7 +12,7 @@ simulated lab), the same job is written with static targets that carry the same 
 """
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
 def scrape_config(service_monitor, targets):

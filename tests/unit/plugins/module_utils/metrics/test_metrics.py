@@ -1,8 +1,8 @@
 """Unit tests of the GPU metric path logic (plugins/module_utils/metrics)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils import gpu_stack
-from ansible_collections.gpuops.k8s.plugins.module_utils.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm, keda, scrape
 
 CAP = {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "2", "cpu": "64"}
