@@ -154,6 +154,7 @@ def test_gpu_activity_scales_the_deployment_up_and_down(k8s_cluster, lab, ns):
              what="a new pod bound")
     t_bound = time.time()
     wait_for(lambda: apps.read_namespaced_deployment("infer", ns).spec.replicas == 4, timeout=120, what="max replicas (4)")
+
     def all_bound():
         ps = _pods(core, ns, "infer")
         return ps if len(ps) == 4 and all(p.spec.node_name for p in ps) else None
@@ -164,6 +165,7 @@ def test_gpu_activity_scales_the_deployment_up_and_down(k8s_cluster, lab, ns):
     for p in pods:
         per_node[p.spec.node_name] = per_node.get(p.spec.node_name, 0) + 1
     assert set(per_node) <= set(lab["nodes"]) and sum(per_node.values()) == 4
+
     def four_slices():
         rs = m.query('DCGM_FI_PROF_GR_ENGINE_ACTIVE{exported_namespace="%s"}' % ns)
         return rs if len(rs) == 4 else None

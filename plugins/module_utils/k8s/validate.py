@@ -16,6 +16,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.stack import (
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import queueing as gpu_queueing
 
+
 def run_validate(params):
     """Dispatch on ``params['component']``; returns ``(result, warnings)``."""
     component = params["component"]

@@ -163,6 +163,7 @@ class MetricsLab(object):
 
     def _bin(self, name):
         from cluster import BUILD_SCRIPT  # noqa
+
         def check():
             return subprocess.run([BUILD_SCRIPT, "--check", "prometheus", "metrics-standin"], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, universal_newlines=True, check=False)
