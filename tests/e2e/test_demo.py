@@ -92,6 +92,8 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
     assert len(act5["hpa_nodes"]) == after and all(n in HOSTS for n in act5["hpa_nodes"])
     assert "HPA llm-server (gpu_autoscaling): replicas 1 -> %d (gpu_engine_active" % after in out
     assert "no metrics pipeline" not in out
+    assert act5["hpa_scale_down"] == [after, 1], act5
+    assert 0 < act5["hpa_scale_up_s"] < 120 and 0 < act5["hpa_scale_down_s"] < 60, act5
 
     act6 = _act(demo_dir, 6)
     assert act6["cordoned"] == ["hgx-h200-01"]
