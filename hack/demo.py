@@ -3,7 +3,8 @@
 """`make demo`: the whole story of gpuops.k8s on the simulated lab, in seven acts.
 
 Starts the local control plane (tests/e2e/lib/cluster.py) in its own state directory with the kwok
-nodes of inventories/sim and the simulated device plugin, runs playbooks/lab/demo.yml against it
+nodes of inventories/sim, the simulated device plugin and the GPU metric path (tests/e2e/lib/metrics_lab.py:
+simulated DCGM exporter, Prometheus, custom-metrics stand-in), runs playbooks/lab/demo.yml against it
 (the collection's own playbooks, imported act by act), shows progress and each act's pictures,
 then stops everything it started. Outputs (act summaries, the plan and what-if reports, the
 simulated hosts' NVML states, the logs) stay under the demo directory until `make demo-clean`.
@@ -18,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,6 +27,7 @@ sys.path.insert(0, os.path.join(TOP, "tests", "e2e", "lib"))
 
 import cluster as lab_cluster  # noqa: E402  pylint: disable=wrong-import-position
 import gpu_nodes  # noqa: E402  pylint: disable=wrong-import-position
+import metrics_lab  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.path.join(TOP, "inventories", "sim", "hosts.yml")
 PLAYBOOK = os.path.join(TOP, "playbooks", "lab", "demo.yml")
@@ -141,6 +144,39 @@ def start_lab(demo_dir, sim_dir, log):
     return cluster
 
 
+def render_metrics(render_dir):
+    """Render the dcgm_exporter role (render mode) for the metric path, in a thread: it runs while the control
+    plane starts. Returns the thread and a list that holds the error, if any, once it has ended."""
+    shutil.rmtree(render_dir, ignore_errors=True)  # the role's current manifests, never a previous run's
+    errors = []
+
+    def run():
+        try:
+            metrics_lab.render_manifests(render_dir)
+        except Exception as e:  # pylint: disable=broad-except
+            errors.append(e)
+    thread = threading.Thread(target=run, name="render-metrics", daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def start_metrics(cluster, render_dir, log):
+    """The GPU metric path of docs/autoscaling.md on the running control plane: simulated DCGM exporter, Prometheus
+    and the custom-metrics stand-in behind API aggregation. They are the cluster's helpers, so `make demo-clean`
+    stops them too."""
+    check = subprocess.run([lab_cluster.BUILD_SCRIPT, "--check", "prometheus", "metrics-standin"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, check=False)
+    if check.returncode != 0:
+        log("building Prometheus and the custom-metrics stand-in from Go modules (cold: about 10 minutes; cached after)")
+    metrics = metrics_lab.MetricsLab(cluster, scrape_interval="2s")
+    try:
+        metrics.start(render_dir=render_dir)
+    except Exception:
+        metrics.stop()
+        raise
+    return metrics
+
+
 def clean(demo_dir, log):
     state_dir = os.path.join(demo_dir, "cluster")
     if os.path.isdir(state_dir):
@@ -174,20 +210,36 @@ def main(argv=None):
           flush=True)
     print("starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)...",
           flush=True)
+    render_dir = os.path.join(demo_dir, "metrics")
+    render, render_errors = render_metrics(render_dir)
     try:
         cluster = start_lab(demo_dir, sim_dir, lambda m: None)
     except lab_cluster.ClusterError as e:
         log("demo: the local control plane did not start: %s" % e)
+        render.join()
         return 1
     print("  API server %s, kwok nodes for the four simulated hosts, simulated device plugin running (%.0f s)"
           % (cluster.api_url, time.time() - t0), flush=True)
-    rc = 1
+    rc, metrics, log_path = 1, None, os.path.join(demo_dir, "logs", "demo-playbook.log")
     try:
-        rc, log_path = run_playbook(demo_dir, sim_dir, cluster.kubeconfig, sys.stdout, args.extra)
+        try:
+            render.join()
+            if render_errors:
+                raise render_errors[0]
+            metrics = start_metrics(cluster, render_dir, log)
+        except Exception as e:  # pylint: disable=broad-except
+            log("demo: the GPU metric path did not start: %s" % e)
+            return 1
+        print("  GPU metric path: simulated DCGM exporter %s, Prometheus %s, custom.metrics.k8s.io stand-in (%.0f s)"
+              % (metrics.exporter_url, metrics.prometheus_url, time.time() - t0), flush=True)
+        extra = ["-e", "demo_exporter_url=" + metrics.exporter_url] + list(args.extra)
+        rc, log_path = run_playbook(demo_dir, sim_dir, cluster.kubeconfig, sys.stdout, extra)
     finally:
         if args.keep_cluster:
             print("control plane left running: export KUBECONFIG=%s (make demo-clean stops it)" % cluster.kubeconfig)
         else:
+            if metrics is not None:
+                metrics.stop()
             cluster.stop(keep_logs=True)
     print("demo %s in %.0f s; playbook log %s; act summaries %s"
           % ("finished" if rc == 0 else "FAILED (rc %d)" % rc, time.time() - t0, log_path,

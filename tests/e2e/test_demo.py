@@ -31,6 +31,23 @@ def _pids_alive(state_dir):
     return [p for p in pids if os.path.exists("/proc/%d" % p)]
 
 
+def _procs_using(path):
+    """Processes whose command line names ``path``: the control plane, the simulated device plugin and the
+    metric path (exporter, Prometheus, stand-in) all take files under the demo directory as arguments."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(path in a for a in argv):
+            found.append((int(pid), " ".join(argv)[:200]))
+    return found
+
+
 def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
     demo_dir = str(tmp_path / "demo")
     env = dict(os.environ)
@@ -65,6 +82,18 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
     assert act5["critical_node"] == "hgx-h200-01"
     assert len(act5["batch_left"]) == 3
     assert len(act5["preempted_events"]) == 1 and act5["preempted_events"][0] not in act5["batch_left"]
+    # the HPA scaled the model server on the simulated GPU metric, onto free MIG slices
+    before, after = act5["hpa_replicas"]
+    assert before == 1 and after > before, act5
+    assert after == 4  # the demo HPA's maximum
+    assert act5["hpa_rescales"] and all("above target" in m for m in act5["hpa_rescales"]), act5["hpa_rescales"]
+    assert act5["hpa_target"] == "700m"
+    assert len(act5["hpa_slices"]) == after and all(s.startswith("nvidia.com/mig-1g.10gb/") for s in act5["hpa_slices"])
+    assert len(act5["hpa_nodes"]) == after and all(n in HOSTS for n in act5["hpa_nodes"])
+    assert "HPA llm-server (gpu_autoscaling): replicas 1 -> %d (gpu_engine_active" % after in out
+    assert "no metrics pipeline" not in out
+    assert act5["hpa_scale_down"] == [after, 1], act5
+    assert 0 < act5["hpa_scale_up_s"] < 120 and 0 < act5["hpa_scale_down_s"] < 60, act5
 
     act6 = _act(demo_dir, 6)
     assert act6["cordoned"] == ["hgx-h200-01"]
@@ -82,6 +111,7 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
 
     # nothing left running, and --clean removes what the demo wrote
     assert _pids_alive(os.path.join(demo_dir, "cluster")) == []
+    assert _procs_using(demo_dir) == []
     subprocess.run([sys.executable, os.path.join(TOP, "hack", "demo.py"), "--clean", "--dir", demo_dir], cwd=TOP,
                    check=True, timeout=120)
     assert not os.path.exists(demo_dir)

@@ -13,9 +13,11 @@
    latency job;
 4. starts gpuops-metrics-standin (hack/k8s/build.sh metrics-standin) with the role's adapter rules and
    a serving certificate for ``gpuops-metrics-standin.gpuops-lab-metrics.svc`` signed by the cluster CA;
-5. registers it: an ExternalName Service whose externalName is 127.0.0.1 (kube-apiserver's aggregator
-   resolves ExternalName services to ``<externalName>:<port>``, k8s.io/apiserver pkg/util/proxy
-   ResolveCluster) and APIServices v1beta1/v1beta2.custom.metrics.k8s.io with the CA as caBundle.
+5. registers it: a Service with an EndpointSlice that points at this machine's first non-loopback IPv4
+   address, where the stand-in listens (cluster.py runs kube-apiserver with --enable-aggregator-routing, so
+   the aggregator reaches an APIService's Service through its endpoints, which may not be loopback addresses;
+   kueue.py's webhooks are reached the same way), and APIServices v1beta1/v1beta2.custom.metrics.k8s.io with
+   the CA as caBundle.
 
 PIDs are recorded as the cluster's helpers, so ``make cluster-down`` stops them.
 """
@@ -152,6 +154,7 @@ class MetricsLab(object):
         self.scrape_interval = scrape_interval
         self.procs = {}
         self.ports = {}
+        self.ip = None
 
     @property
     def prometheus_url(self):
@@ -241,8 +244,10 @@ class MetricsLab(object):
         crt, key = serving_cert(self.cluster.pki_dir, os.path.join(self.dir, "pki"),
                                 ["%s.%s.svc" % (SERVICE, NAMESPACE), "localhost"])
         kc = self.cluster.kubeconfig
+        from kueue import host_ip
+        self.ip = host_ip()
         self._spawn("gpuops-metrics-standin", [
-            standin_bin, "--secure-port=%d" % standin, "--bind-address=127.0.0.1",
+            standin_bin, "--secure-port=%d" % standin, "--bind-address=" + self.ip,
             "--tls-cert-file=" + crt, "--tls-private-key-file=" + key,
             "--lister-kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
             "--prometheus-url=" + self.prometheus_url, "--rules=" + rules_file, "--v=2"])
@@ -256,6 +261,7 @@ class MetricsLab(object):
         return client.CoreV1Api(api), client.ApiregistrationV1Api(api)
 
     def _register(self):
+        from kubernetes import client
         from kubernetes.client.rest import ApiException
         import base64
         core, reg = self._apis()
@@ -264,22 +270,36 @@ class MetricsLab(object):
         except ApiException as e:
             if e.status != 409:
                 raise
-        svc = {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
-               "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}}
+        # a Service without selector and its EndpointSlice at the stand-in's address (the aggregator routes to
+        # endpoints; an ExternalName Service is "unsupported service type" there)
         try:
-            core.create_namespaced_service(NAMESPACE, svc)
+            core.delete_namespaced_service(SERVICE, NAMESPACE)
         except ApiException as e:
-            if e.status != 409:
+            if e.status != 404:
                 raise
-            core.replace_namespaced_service(SERVICE, NAMESPACE, dict(svc, metadata=dict(
-                svc["metadata"], resourceVersion=core.read_namespaced_service(SERVICE, NAMESPACE).metadata.resource_version)))
+        core.create_namespaced_service(NAMESPACE, {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
+                                                   "spec": {"ports": [{"port": 443, "protocol": "TCP",
+                                                                       "targetPort": self.ports["standin"]}]}})
+        disc = client.DiscoveryV1Api(core.api_client)
+        slice_name = SERVICE + "-local"
+        try:
+            disc.delete_namespaced_endpoint_slice(slice_name, NAMESPACE)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        disc.create_namespaced_endpoint_slice(NAMESPACE, {
+            "metadata": {"name": slice_name, "namespace": NAMESPACE,
+                         "labels": {"kubernetes.io/service-name": SERVICE,
+                                    "endpointslice.kubernetes.io/managed-by": "gpuops.k8s"}},
+            "addressType": "IPv4", "endpoints": [{"addresses": [self.ip], "conditions": {"ready": True}}],
+            "ports": [{"port": self.ports["standin"], "protocol": "TCP"}]})
         with open(os.path.join(self.cluster.pki_dir, "ca.crt"), "rb") as f:
             ca = base64.b64encode(f.read()).decode()
         for version, prio in (("v1beta2", 200), ("v1beta1", 100)):
             name = "%s.%s" % (version, GROUP)
             body = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": name},
                     "spec": {"group": GROUP, "version": version, "groupPriorityMinimum": 100, "versionPriority": prio,
-                             "service": {"name": SERVICE, "namespace": NAMESPACE, "port": self.ports["standin"]},
+                             "service": {"name": SERVICE, "namespace": NAMESPACE, "port": 443},
                              "caBundle": ca}}
             try:
                 reg.delete_api_service(name)
