@@ -91,8 +91,8 @@ def allocate(devices, pods, previous=None):
         for res, count in sorted((p.get("requests") or {}).items()):
             if res != GPU_RESOURCE and not res.startswith(MIG_PREFIX):
                 continue
-            have = sum(1 for k, o in alloc.items() if (o["namespace"], o["pod"]) == (p["namespace"], p["name"])
-                       and k.startswith(res + "/"))
+            mine = (p["namespace"], p["name"])
+            have = sum(1 for k, o in alloc.items() if (o["namespace"], o["pod"]) == mine and k.startswith(res + "/"))
             free = [d["key"] for d in devices if d["resource"] == res and d["key"] not in alloc]
             for key in free[:max(0, int(count) - have)]:
                 alloc[key] = {"namespace": p["namespace"], "pod": p["name"], "container": p.get("container") or ""}
