@@ -210,6 +210,9 @@ _mig_model(
     _standard8((12, 24, 24, 47, 47, 94), (11008, 22144, 22144, 47488, 47488, 95360)),
     "525.85.12", price=4.8,
 )
+# H200: ids, names, slices, instance counts, SMs, placements and engines confirmed on a real H200 SXM with
+# driver 580.159.04 (tests/unit/plugins/module_utils/fixtures/hardware/); that driver reports 33280/71424/143360
+# MiB for the 2-, 4- and 8-memory-slice profiles where these (an earlier driver's) are 33024/71168/143104.
 _mig_model(
     "h200_141gb", "NVIDIA H200 141GB (SXM and NVL)",
     [("NVIDIA H200", 0x2335, "H200 SXM 141GB"),

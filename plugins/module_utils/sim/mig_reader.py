@@ -11,6 +11,10 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import INSU
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import ComputeInstanceHandle, DeviceHandle, GpuInstanceHandle, Obj
 
 
+# first driver branch known to list GPU instance profiles while MIG mode is disabled (observed: 580.159.04)
+PROFILES_WITHOUT_MIG_DRIVER = 580
+
+
 class MigReads(object):
     """GPU instance, compute instance and MIG device queries over ``self.state``."""
 
@@ -24,9 +28,20 @@ class MigReads(object):
             jpegCount=eng["jpeg"], ofaCount=eng["ofa"], memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
         )
 
+    def _profile_gpu(self, call, handle):
+        """GPU state for profile queries. With MIG mode off, drivers before R580 answer NOT_SUPPORTED (535
+        cannot list profiles then, as mig-parted documents); R580 lists them (read off a real H200 with
+        580.159.04 and MIG disabled: tests/unit/plugins/module_utils/fixtures/hardware/)."""
+        gpu = self._gpu(call, handle)
+        if gpu.get("mig_mode_current") or not self._model(gpu).profiles:
+            return self._mig_gpu(call, handle)
+        if cat.version_tuple(self.state.get("driver_version") or "0")[0] >= PROFILES_WITHOUT_MIG_DRIVER:
+            return gpu, self._model(gpu)
+        raise NvmlError(NOT_SUPPORTED, call=call)
+
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile, version=2):
         call = "nvmlDeviceGetGpuInstanceProfileInfo"
-        gpu, model = self._mig_gpu(call, handle)
+        gpu, model = self._profile_gpu(call, handle)
         if not isinstance(profile, int) or profile < 0 or profile >= cat.GI_PROFILE_COUNT:
             raise NvmlError(INVALID_ARGUMENT, call=call)
         p = cat.profile_by_constant(model, profile)
@@ -42,7 +57,7 @@ class MigReads(object):
 
     def nvmlDeviceGetGpuInstanceProfileInfoById(self, handle, profileId):
         call = "nvmlDeviceGetGpuInstanceProfileInfoById"
-        gpu, model = self._mig_gpu(call, handle)
+        gpu, model = self._profile_gpu(call, handle)
         return self._gi_profile_info(call, model, self._profile_by_id(call, model, profileId))
 
     def nvmlDeviceGetGpuInstancePossiblePlacements(self, handle, profileId):
@@ -74,7 +89,7 @@ class MigReads(object):
 
     def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle, profileId):
         call = "nvmlDeviceGetGpuInstanceRemainingCapacity"
-        gpu, model = self._mig_gpu(call, handle)
+        gpu, model = self._profile_gpu(call, handle)
         p = self._profile_by_id(call, model, profileId)
         saved = gpu["gpu_instances"]
         trial = list(saved)
@@ -92,7 +107,7 @@ class MigReads(object):
 
     def nvmlDeviceGetGpuInstances(self, handle, profileId):
         call = "nvmlDeviceGetGpuInstances"
-        gpu, model = self._mig_gpu(call, handle)
+        gpu, model = self._profile_gpu(call, handle)
         self._profile_by_id(call, model, profileId)
         return [GpuInstanceHandle(gpu["index"], gi["id"]) for gi in gpu["gpu_instances"]
                 if gi["profile_id"] == profileId]
@@ -210,7 +225,8 @@ class MigReads(object):
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle):
         gpu = self._gpu("nvmlDeviceGetMaxMigDeviceCount", handle)
-        return self._model(gpu).compute_slices
+        # 0 while MIG mode is off, as NVML documents and a real H200 (580.159.04) answers
+        return self._model(gpu).compute_slices if gpu.get("mig_mode_current") else 0
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, index):
         call = "nvmlDeviceGetMigDeviceHandleByIndex"
