@@ -156,3 +156,22 @@ def test_check_mode_plans_on_the_simulator_equal_those_on_the_real_gpu(title):
     assert real == sim
     if real.get("failed"):
         assert "nothing was changed" in real["msg"]
+
+
+LOAD = _load("under-load")
+
+
+def test_facts_under_a_real_workload_show_its_process(sim_h200):
+    """hack/device/under_load.py: a PyTorch matmul loop on the whole (non-MIG) H200; read_host took about 20 ms."""
+    pid = LOAD["workload"]["pid"]
+    assert LOAD["idle"]["processes"] == [] and LOAD["after"]["processes"] == []
+    for reading in LOAD["loaded"]:
+        assert [p["pid"] for p in reading["processes"]] == [pid]
+        assert reading["utilization_gpu_pct"] > 0
+    real = LOAD["loaded"][0]["processes"][0]
+    # the simulator reports a process on a whole GPU with the same fields and nulls
+    state = nvml_sim.load_state(sim_h200)
+    state["gpus"][0]["processes"] = [{"pid": pid, "name": real["name"], "used_memory_mib": real["used_memory_mib"]}]
+    nvml_sim.save_state(sim_h200, state)
+    with open_nvml(sim_h200) as nv:
+        assert gpu_state.read_gpu(nv, 0)["processes"] == [real]
