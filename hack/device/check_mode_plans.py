@@ -25,7 +25,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from nvml_capture import _collection_path, _err  # noqa: E402  pylint: disable=wrong-import-position
+from nvml_capture import _err, setup  # noqa: E402  pylint: disable=wrong-import-position
 
 READ_PREFIXES = ("nvmlDeviceGet", "nvmlSystemGet", "nvmlGpuInstanceGet", "nvmlComputeInstanceGet", "nvmlInit",
                  "nvmlShutdown", "nvmlErrorString")
@@ -104,10 +104,7 @@ def _comparable(plan):
 
 
 def main(argv):
-    out_dir = argv[1] if len(argv) > 1 else "."
-    if len(argv) > 2:
-        sys.path.insert(0, argv[2])
-    sys.path.insert(0, _collection_path())
+    out_dir = setup(argv)
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
     from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks

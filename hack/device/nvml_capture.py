@@ -41,6 +41,16 @@ def _collection_path():
     return base
 
 
+def setup(argv):
+    """OUT_DIR from the command line; nvidia-ml-py's directory (optional second argument) and this
+    checkout as the gpuops.k8s collection on sys.path."""
+    out_dir = argv[1] if len(argv) > 1 else "."
+    if len(argv) > 2:
+        sys.path.insert(0, argv[2])
+    sys.path.insert(0, _collection_path())
+    return out_dir
+
+
 def _run(cmd):
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
@@ -135,10 +145,7 @@ def capture(nvml, gpu_state, catalog):
 
 
 def main(argv):
-    out_dir = argv[1] if len(argv) > 1 else "."
-    if len(argv) > 2:
-        sys.path.insert(0, argv[2])
-    sys.path.insert(0, _collection_path())
+    out_dir = setup(argv)
     from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml

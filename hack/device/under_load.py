@@ -22,7 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from nvml_capture import _collection_path  # noqa: E402  pylint: disable=wrong-import-position
+from nvml_capture import setup  # noqa: E402  pylint: disable=wrong-import-position
 
 LOAD = """
 import time, torch
@@ -48,10 +48,7 @@ def _reading(gpu_state, open_nvml, t0):
 
 
 def main(argv):
-    out_dir = argv[1] if len(argv) > 1 else "."
-    if len(argv) > 2:
-        sys.path.insert(0, argv[2])
-    sys.path.insert(0, _collection_path())
+    out_dir = setup(argv)
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
 

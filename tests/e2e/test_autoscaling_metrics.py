@@ -87,11 +87,9 @@ def lab(k8s_cluster, tmp_path_factory):
 
 
 @pytest.fixture
-def ns(k8s_cluster, unique):
-    name = "e2e-hpa-" + unique
-    k8s_cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    k8s_cluster.core.delete_namespace(name)
+def ns(namespace):
+    """conftest's fresh namespace (deleted after the test)."""
+    return namespace
 
 
 def _apps(k8s_cluster):
