@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -141,15 +140,15 @@ def main(argv):
     out = os.path.join(out_dir, "check-mode-plans.json")
     with open(out, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True, default=str)
-    print("wrote %s; guard refused %s, %d read calls" % (out, result["guard"]["refused"] or "nothing",
-                                                           result["guard"]["read_calls"]))
+    guard = result["guard"]
+    print("wrote %s; guard refused %s, %d read calls" % (out, guard["refused"] or "nothing", guard["read_calls"]))
     for title in LAYOUTS:
         r, s = result["real"][title], result["simulated"][title]
-        same = _comparable(r) == _comparable(s)
-        print("%-45s real: %s  simulated: %s  %s" % (title, "failed: " + r["msg"][:70] if r.get("failed") else
-                                                    "changed=%s %d actions" % (r.get("changed"), len(r.get("actions") or [])),
-                                                    "failed" if s.get("failed") else "changed=%s" % s.get("changed"),
-                                                    "SAME" if same else "DIFFERENT"))
+        real = ("failed: " + r["msg"][:70] if r.get("failed")
+                else "changed=%s %d actions" % (r.get("changed"), len(r.get("actions") or [])))
+        sim = "failed" if s.get("failed") else "changed=%s" % s.get("changed")
+        same = "SAME" if _comparable(r) == _comparable(s) else "DIFFERENT"
+        print("%-45s real: %s  simulated: %s  %s" % (title, real, sim, same))
         for line in r.get("diagram") or []:
             print("    " + line)
     print("health: %s" % json.dumps(result["health"]["verdict"])[:400])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -53,7 +52,8 @@ def setup(argv):
 
 def _run(cmd):
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
+                           check=False)
         return {"cmd": " ".join(cmd), "rc": p.returncode, "output": p.stdout}
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"cmd": " ".join(cmd), "error": str(e)}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -57,7 +56,7 @@ def main(argv):
     load = subprocess.Popen([sys.executable, "-c", LOAD, "12"], stdout=subprocess.PIPE, universal_newlines=True)
     result["workload"] = {"pid": load.pid, "python": sys.executable, "ready": load.stdout.readline().strip()}
     time.sleep(2)
-    for _ in range(4):
+    for dummy in range(4):
         result["loaded"].append(_reading(gpu_state, open_nvml, t0))
         time.sleep(1.5)
     load.wait(timeout=60)
