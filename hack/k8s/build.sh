@@ -76,9 +76,8 @@ esac
 # everything asked for is built: no need to wait for a build of other components that holds the lock
 # (make test builds the optional components in the background while the stages that need only the
 # control plane run)
-all_built=1
-for c in $COMPONENTS; do is_built "$c" || all_built=0; done
-if [[ $all_built == 1 ]]; then
+all_built() { local c; for c in $COMPONENTS; do is_built "$c" || return 1; done; }
+if all_built; then
   for c in $COMPONENTS; do echo "[build $c] cached: $(binaries_of "$c") in $bin"; done
   echo "$bin"
   exit 0
@@ -94,9 +93,7 @@ if ! flock -n 9; then
   # that build may be making what this one needs and then go on to other components: stop waiting
   # as soon as everything asked for is built
   until flock -n 9; do
-    all_built=1
-    for c in $COMPONENTS; do is_built "$c" || all_built=0; done
-    if [[ $all_built == 1 ]]; then
+    if all_built; then
       echo "hack/k8s/build.sh: built meanwhile by the other build: $COMPONENTS"; echo "$bin"; exit 0
     fi
     sleep 5

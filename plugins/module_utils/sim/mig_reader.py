@@ -33,10 +33,10 @@ class MigReads(object):
         cannot list profiles then, as mig-parted documents); R580 lists them (read off a real H200 with
         580.159.04 and MIG disabled: tests/unit/plugins/module_utils/fixtures/hardware/)."""
         gpu = self._gpu(call, handle)
-        if gpu.get("mig_mode_current") or not self._model(gpu).profiles:
-            return self._mig_gpu(call, handle)
-        if cat.version_tuple(self.state.get("driver_version") or "0")[0] >= PROFILES_WITHOUT_MIG_DRIVER:
-            return gpu, self._model(gpu)
+        model = self._model(gpu)
+        if model.profiles and (gpu.get("mig_mode_current") or
+                               cat.version_tuple(self.state.get("driver_version") or "0")[0] >= PROFILES_WITHOUT_MIG_DRIVER):
+            return gpu, model
         raise NvmlError(NOT_SUPPORTED, call=call)
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile, version=2):
