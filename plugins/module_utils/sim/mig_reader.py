@@ -34,8 +34,8 @@ class MigReads(object):
         580.159.04 and MIG disabled: tests/unit/plugins/module_utils/fixtures/hardware/)."""
         gpu = self._gpu(call, handle)
         model = self._model(gpu)
-        if model.profiles and (gpu.get("mig_mode_current") or
-                               cat.version_tuple(self.state.get("driver_version") or "0")[0] >= PROFILES_WITHOUT_MIG_DRIVER):
+        driver_lists = cat.version_tuple(self.state.get("driver_version") or "0")[0] >= PROFILES_WITHOUT_MIG_DRIVER
+        if model.profiles and (gpu.get("mig_mode_current") or driver_lists):
             return gpu, model
         raise NvmlError(NOT_SUPPORTED, call=call)
 
