@@ -78,7 +78,10 @@ def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=()):
     env.setdefault("ANSIBLE_HOME", os.path.join(TOP, ".cache", "ansible"))
     env.setdefault("ANSIBLE_REMOTE_TMP", os.path.join(TOP, ".cache", "ansible", "tmp"))
     env.setdefault("ANSIBLE_LOCAL_TEMP", os.path.join(TOP, ".cache", "ansible", "tmp-local"))
-    env.update(KUBECONFIG=kubeconfig, ANSIBLE_CALLBACK_RESULT_FORMAT="yaml",
+    # plan.yml runs mig_reconfigure.yml as its own ansible-playbook: it finds that one on PATH, the simulated hosts
+    # through GPUOPS_SIM_DIR (inventories/sim) and the cluster through KUBECONFIG, not through our -e
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update(KUBECONFIG=kubeconfig, GPUOPS_SIM_DIR=sim_dir, ANSIBLE_CALLBACK_RESULT_FORMAT="yaml",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_DISPLAY_SKIPPED_HOSTS="false",
                ANSIBLE_DEPRECATION_WARNINGS="false")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY, PLAYBOOK,

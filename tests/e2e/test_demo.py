@@ -13,7 +13,6 @@ import sys
 from lib import gpu_nodes
 
 TOP = gpu_nodes.TOP
-HOSTS = ("dgx-a100-01", "hgx-h100-01", "hgx-h200-01", "l40s-01")
 
 
 def _act(demo_dir, n):
@@ -63,33 +62,61 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
 
     assert _act(demo_dir, 1)["hosts"] == {"dgx-a100-01": 8, "hgx-h100-01": 8, "hgx-h200-01": 8, "l40s-01": 4}
 
+    # act 3 applied act 2's plan: its MIG layouts (rolled out by mig_reconfigure.yml), device plugin configs, quotas
+    plan = _act(demo_dir, 2)
+    configs = dict((n["node"], n) for n in plan["node_configs"])
     act3 = _act(demo_dir, 3)
-    assert act3["layouts"]["dgx-a100-01"] == [["1g.10gb"] * 7] * 8
+    assert act3["same_plan"] is True
+    for node, labels in act3["rollout"].items():
+        assert labels["nvidia.com/device-plugin.config"] == configs[node]["device_plugin_config"], (node, labels)
+        if configs[node]["mig_config_changed"]:
+            assert labels["nvidia.com/mig.config"] == configs[node]["mig_config"], (node, labels)
+            assert labels["nvidia.com/mig.config.state"] == "success", (node, labels)
+    mig = plan["mig_parted_config"]["mig-configs"]
+    for node, cfg in configs.items():
+        if not cfg["mig_config"]:
+            continue
+        for entry in mig[cfg["mig_config"]]:
+            gpus = range(len(act3["layouts"][node])) if entry["devices"] == "all" else entry["devices"]
+            want = sorted(p for p, n in (entry.get("mig-devices") or {}).items() for _ in range(n))
+            for gpu in gpus:
+                assert sorted(act3["layouts"][node][gpu]) == want, (node, gpu, act3["layouts"][node][gpu], want)
     assert act3["layouts"]["l40s-01"] == [[]] * 4
-    # the rolling reconfigure traded GPU 4's three 1g.10gb for a 3g.40gb; the busy 4g.40gb stayed
-    assert sorted(act3["h100_gpu4_after"]) == ["3g.40gb", "4g.40gb"]
-    assert act3["h100_gpu4_processes"] == [31337]
+    # the model server on a whole GPU that the plan leaves alone kept running through its node's rollout
+    assert configs[act3["keep"]["node"]]["mig_config_changed"] and act3["keep"]["slice"] == "whole"
+    assert act3["keep_processes"] == [31337]
 
-    alloc = _act(demo_dir, 4)["allocatable"]
-    assert alloc["dgx-a100-01"]["nvidia.com/mig-1g.10gb"] == "56"
-    assert alloc["l40s-01"]["nvidia.com/gpu"] == "16"  # 4 GPUs time-sliced 4 ways
-    assert alloc["hgx-h200-01"]["nvidia.com/mig-4g.71gb"] == "4"
+    # act 4: the nodes advertise the plan's slices; the quotas are the plan's
+    act4 = _act(demo_dir, 4)
+    planned = {}
+    for p in plan["placements"]:
+        if p["slice"] not in ("whole", "shared"):
+            key = (p["node"], "nvidia.com/mig-" + p["slice"])
+            planned[key] = planned.get(key, 0) + p["replicas"]
+    for (node, resource), n in planned.items():
+        assert int(act4["allocatable"][node][resource]) >= n, (node, resource, act4["allocatable"][node])
+    for tenant, quota in plan["quotas"].items():
+        for key, value in quota["hard"].items():
+            assert str(act4["quotas"][tenant][key]) == str(value), (tenant, key, act4["quotas"][tenant])
 
     act5 = _act(demo_dir, 5)
-    assert act5["running"] == {"inference": 12, "research": 8}
-    assert act5["nodes"]["research"] == ["l40s-01"]
-    assert "exceeded quota" in act5["over_quota"] and "requests.nvidia.com/gpu" in act5["over_quota"]
-    assert act5["critical_node"] == "hgx-h200-01"
-    assert len(act5["batch_left"]) == 3
-    assert len(act5["preempted_events"]) == 1 and act5["preempted_events"][0] not in act5["batch_left"]
-    # the HPA scaled the model server on the simulated GPU metric, onto free MIG slices
+    story = ("llm-server", "pretrain")  # playbooks/lab/files/demo-demand.yml: the HPA's item, the critical job
+    assert act5["as_planned"] is True and act5["off_plan"] == [], act5["off_plan"]
+    assert act5["planned_pods"] == sum(p["replicas"] for p in plan["placements"] if p["name"] not in story)
+    assert "exceeded quota" in act5["over_quota"] and "requests." + act5["over_quota_resource"] in act5["over_quota"]
+    critical = [p for p in plan["placements"] if p["name"] == story[1] and p["replicas"]][0]
+    assert act5["critical_node"] == act5["critical_planned_node"] == critical["node"]
+    assert act5["batch_submitted"] > 0
+    assert act5["preempted_events"] and len(act5["batch_left"]) + len(act5["preempted_events"]) == act5["batch_submitted"]
+    assert not set(act5["preempted_events"]) & set(act5["batch_left"])
+    # the HPA scaled the model server on the simulated GPU metric, onto the slices the plan kept for it
+    hpa = [d for d in plan["decisions"] if d["name"] == story[0]][0]
     before, after = act5["hpa_replicas"]
-    assert before == 1 and after > before, act5
-    assert after == 4  # the demo HPA's maximum
+    assert before == 1 and after == hpa["placed"], act5  # the HPA's maximum: the plan's replicas
     assert act5["hpa_rescales"] and all("above target" in m for m in act5["hpa_rescales"]), act5["hpa_rescales"]
     assert act5["hpa_target"] == "700m"
-    assert len(act5["hpa_slices"]) == after and all(s.startswith("nvidia.com/mig-1g.10gb/") for s in act5["hpa_slices"])
-    assert len(act5["hpa_nodes"]) == after and all(n in HOSTS for n in act5["hpa_nodes"])
+    assert len(act5["hpa_slices"]) == after and all(s.startswith(hpa["resource"] + "/") for s in act5["hpa_slices"])
+    assert set(act5["hpa_nodes"]) <= set(p["node"] for p in plan["placements"] if p["name"] == story[0]), act5["hpa_nodes"]
     assert "HPA llm-server (gpu_autoscaling): replicas 1 -> %d (gpu_engine_active" % after in out
     assert "no metrics pipeline" not in out
     assert act5["hpa_scale_down"] == [after, 1], act5
