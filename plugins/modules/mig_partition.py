@@ -312,7 +312,7 @@ def main():
         supports_check_mode=True,
     )
     try:
-        with writable.open_nvml(module.params["simulator"]) as backend:
+        with writable.open_nvml(module.params["simulator"], read_only=module.check_mode) as backend:
             result = mig_engine.run_mig_partition(backend, module.params, check_mode=module.check_mode,
                                                   diff=module._diff)
     except GpuOpsError as e:

@@ -20,7 +20,7 @@ of gpu_info), Python 3.9 compatible.
 from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 
 FREE = u"\u00b7"
 DEFAULT_WIDTH = 8
@@ -41,7 +41,7 @@ def _compute_slices(gpu):
 
 def _ci_label(inst):
     cis = inst.compute_instances
-    g = mig_plan._gi_slices(inst.profile)
+    g = mig_instances.gi_slices(inst.profile)
     if not cis:
         return " no CI"
     if len(cis) == 1 and cis[0] == g:
@@ -79,7 +79,7 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
     if not gpu.get("mig_mode_current"):
         note = " (MIG enable pending reset)" if pending else " (MIG disabled)"
         return "%s [ full GPU%s ]" % (label, note)
-    instances = sorted(mig_plan.instances_from_gpu(gpu), key=lambda i: (i.start is None, i.start))
+    instances = sorted(mig_instances.instances_from_gpu(gpu), key=lambda i: (i.start is None, i.start))
     slices = _memory_slices(gpu, instances)
     cells = []
     pos = 0
@@ -98,7 +98,7 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
             text = "!" + text
         cells.append(_cell(text, span))
         pos = inst.start + inst.size
-        used_compute += mig_plan._gi_slices(inst.profile)
+        used_compute += mig_instances.gi_slices(inst.profile)
     while pos < slices:
         cells.append(_free_cell(width))
         pos += 1

@@ -33,13 +33,6 @@ from collections import namedtuple
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
 
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
-    HAS_YAML = False
-
 SPEC_VERSION = "v1"
 TOP_KEYS = ("version", "mig-configs")
 ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
@@ -65,7 +58,17 @@ def _where(path):
     return "".join(path) if path else "config"
 
 
-def _unique_key_loader():
+def _import_yaml():
+    """PyYAML, imported on first use: a mig_partition run given a layout (as roles/mig calls it) never
+    parses YAML, and importing PyYAML costs about 20 ms on every host."""
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+        raise GpuOpsError("PyYAML is required to read mig-parted config files (python3-pyyaml)") from None
+    return yaml
+
+
+def _unique_key_loader(yaml):
     """A SafeLoader that refuses duplicate mapping keys, as mig-parted's Go YAML parser does."""
 
     class UniqueKeyLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
@@ -94,10 +97,9 @@ def _unique_key_loader():
 
 def load_config_text(text, source="config"):
     """Parse YAML or JSON text into Python data (no validation); duplicate mapping keys are refused."""
-    if not HAS_YAML:
-        raise GpuOpsError("PyYAML is required to read mig-parted config files (python3-pyyaml)")
+    yaml = _import_yaml()
     try:
-        return yaml.load(text, Loader=_unique_key_loader())  # nosec B506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_unique_key_loader(yaml))  # nosec B506 - a SafeLoader subclass
     except GpuOpsError as e:
         raise GpuOpsError("%s: %s" % (source, e.msg), **e.details)
     except yaml.YAMLError as e:

@@ -32,6 +32,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
@@ -93,7 +94,7 @@ class GpuWork(object):
 
     def _devices(self, profile, cis):
         p = self.pmap.get(profile)
-        return mig_plan.mig_device_names(profile, cis, p.compute_slices if p else mig_plan._gi_slices(profile))
+        return mig_plan.mig_device_names(profile, cis, p.compute_slices if p else mig_instances.gi_slices(profile))
 
     def keep_actions(self):
         return self._once("keep", self._keep_actions)
@@ -195,7 +196,7 @@ def plan_host(nvml, gpus, entries, force=False, skipped=None):
             pending_mode = gpu.get("mig_mode_pending")
             if pending_mode is None:
                 pending_mode = current_mode
-            current = mig_plan.instances_from_gpu(gpu) if current_mode else []
+            current = mig_instances.instances_from_gpu(gpu) if current_mode else []
             if d.mig_enabled:
                 targets = mig_plan.targets_from_mig_devices(d.mig_devices, profiles, label)
                 mode_action = None if pending_mode else "enable_mig"
@@ -242,7 +243,7 @@ def resources(gpus, strategy="mixed"):
             continue
         if gpu.get("mig_capable") and gpu.get("mig_mode_current"):
             for row in gpu.get("instances") or []:
-                if not mig_plan.row_is_mig_device(row):
+                if not mig_instances.row_is_mig_device(row):
                     continue  # a GPU instance without compute instance is no device
                 if not gpu_catalog.is_advertised_mig_device(row["profile"]):
                     continue
@@ -254,9 +255,9 @@ def resources(gpus, strategy="mixed"):
 
 def _summary(gpu):
     rows = []
-    for inst in mig_plan.instances_from_gpu(gpu):
+    for inst in mig_instances.instances_from_gpu(gpu):
         cis = ""
-        if inst.compute_instances and inst.compute_instances != (mig_plan._gi_slices(inst.profile),):
+        if inst.compute_instances and inst.compute_instances != (mig_instances.gi_slices(inst.profile),):
             cis = " [%s]" % ",".join("%dc" % c for c in inst.compute_instances)
         rows.append("%s @%s:%s%s" % (inst.profile, inst.start, inst.size, cis))
     return {"index": gpu["index"], "model": gpu.get("model"), "mig_mode_current": bool(gpu.get("mig_mode_current")),

@@ -23,14 +23,10 @@ Pure Python, no NVML, Python 3.9 compatible.
 from __future__ import annotations
 
 from collections import Counter, namedtuple
+from itertools import combinations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-
-# An existing GPU instance: GI profile name, placement (memory slices), NVML GI id, the compute
-# slices of its compute instances (sorted, largest first; () when it has none) and whether
-# processes run on it.
-Instance = namedtuple("Instance", ["profile", "start", "size", "gpu_instance_id", "compute_instances", "busy"])
 
 # One GPU instance the target layout needs.
 Target = namedtuple("Target", ["profile", "compute_instances"])
@@ -257,6 +253,19 @@ def best_place(targets, pmap, memory_slices, occupied=0, limit=20000):
     return best[0]
 
 
+def _keepable_subsets(cand, want):
+    """The subsets of ``cand`` (as bit masks over its indexes, in increasing order) that keep no more
+    instances of a kind than ``want`` holds: only those can be kept, so the others are never built."""
+    per_key = {}
+    for j, inst in enumerate(cand):
+        per_key.setdefault(_key(inst), []).append(1 << j)
+    masks = [0]
+    for key, bits in per_key.items():
+        picks = [sum(c) for n in range(min(len(bits), want[key]) + 1) for c in combinations(bits, n)]
+        masks = [m | p for m in masks for p in picks]
+    return sorted(masks)
+
+
 def plan_gpu(profiles, current, targets, force=False, memory_slices=None, compute_slices=None, label="GPU"):
     """Plan one GPU. Returns GpuPlan(keep, destroy, create, forced).
 
@@ -270,11 +279,9 @@ def plan_gpu(profiles, current, targets, force=False, memory_slices=None, comput
     want = Counter(_key(t) for t in targets)
     cand = [inst for inst in current if _key(inst) in want]
     best = None
-    for bits in range(1 << len(cand)):
+    for bits in _keepable_subsets(cand, want):
         kept = [cand[j] for j in range(len(cand)) if bits >> j & 1]
         have = Counter(_key(k) for k in kept)
-        if any(have[k] > want[k] for k in have):
-            continue
         occupied = 0
         clash = False
         for k in kept:
@@ -323,50 +330,3 @@ def plan_gpu(profiles, current, targets, force=False, memory_slices=None, comput
                              "placement": {"start": d.start, "size": d.size}} for d in busy])
     create.sort(key=lambda ts: (ts[1], ts[0].profile))
     return GpuPlan(kept, destroy, create, busy)
-
-
-def instances_from_gpu(gpu):
-    """Group a gpu facts dict's MIG device rows (one per compute instance) into Instances.
-
-    Rows carry ``profile`` (``3g.40gb`` or ``1c.3g.40gb``), optionally ``gpu_instance_profile``,
-    ``placement`` {start, size}, ``gpu_instance_id``, ``compute_slices``, ``has_compute_instance`` (false for a GPU instance
-    without compute instance, as gpu_state reports it) and ``busy``. Processes listed in
-    ``gpu['processes']`` with a ``gpu_instance_id`` mark that instance busy too.
-    """
-    busy_ids = set(p.get("gpu_instance_id") for p in gpu.get("processes") or [] if p.get("gpu_instance_id") is not None)
-    groups = {}
-    order = []
-    for n, row in enumerate(gpu.get("instances") or []):
-        gid = row.get("gpu_instance_id")
-        c, gi = gpu_catalog.parse_profile(row["profile"])
-        gi = row.get("gpu_instance_profile") or gi
-        key = gid if gid is not None else ("planned", n)
-        if row.get("planned") and gid is None:
-            # predicted rows of one new GI share placement: group them by it
-            key = ("planned", gi, (row.get("placement") or {}).get("start"))
-        if key not in groups:
-            placement = row.get("placement") or {}
-            groups[key] = {"profile": gi, "start": placement.get("start"), "size": placement.get("size"),
-                           "cis": [], "busy": gid is not None and gid in busy_ids, "gid": gid}
-            order.append(key)
-        grp = groups[key]
-        grp["busy"] = grp["busy"] or bool(row.get("busy"))
-        if not row_is_mig_device(row):
-            continue  # a GPU instance without compute instance
-        slices = row.get("compute_slices")
-        grp["cis"].append(slices or (c if c is not None else _gi_slices(gi)))
-    out = []
-    for key in order:
-        g = groups[key]
-        out.append(Instance(g["profile"], g["start"], g["size"], g["gid"], tuple(sorted(g["cis"], reverse=True)),
-                            g["busy"]))
-    return out
-
-
-def row_is_mig_device(row):
-    """False for the row gpu_state reports for a GPU instance without compute instance."""
-    return row.get("has_compute_instance") is not False and row.get("compute_slices") != 0
-
-
-def _gi_slices(gi_name):
-    return int(gi_name.split("g.", 1)[0])

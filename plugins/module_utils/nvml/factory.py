@@ -9,7 +9,8 @@ otherwise the real NVML through nvidia-ml-py's ``pynvml``. Initialization failur
 ``GpuOpsError`` each, never a traceback.
 
 This module opens the simulator's read path only (``sim.reader``): a read-only module such as
-``gpu_info`` neither ships nor imports the simulator's mutations. Callers that change GPUs open the
+``gpu_info`` neither ships nor imports the simulator's mutations. Each backend is imported when it is
+opened: a simulated host never loads the pynvml backend, a real one never loads the simulator. Callers that change GPUs open the
 backend through ``nvml.writable``, which passes the simulator with its mutations (``sim.writer``).
 """
 
@@ -19,7 +20,6 @@ import os
 from contextlib import contextmanager
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import ENV_SIMULATOR, NvmlError, init_failure
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.pynvml_backend import RealBackend, import_pynvml
 
 
 def simulator_path(simulator=None):
@@ -35,6 +35,8 @@ def open_backend(simulator=None, run_command=None, simulator_class=None):
         if simulator_class is None:
             from ansible_collections.gpuops.k8s.plugins.module_utils.sim.reader import SimReader as simulator_class
         return simulator_class(path)
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.pynvml_backend import (  # pylint: disable=import-outside-toplevel
+        RealBackend, import_pynvml)
     return RealBackend(import_pynvml(), run_command=run_command)
 
 

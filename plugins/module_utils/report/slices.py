@@ -11,7 +11,7 @@ Python 3.9 compatible.
 from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 
 
 def gpu_row(gpu, host=None, shares=None):
@@ -32,13 +32,13 @@ def gpu_row(gpu, host=None, shares=None):
     slots = model.memory_slices if model is not None and model.memory_slices else 8
     blocks = []
     used = 0
-    for inst in mig_plan.instances_from_gpu(gpu):
+    for inst in mig_instances.instances_from_gpu(gpu):
         if inst.start is None or inst.size is None:
             continue
         if not inst.compute_instances:
             blocks.append({"start": inst.start, "size": inst.size, "label": inst.profile + " no CI", "kind": "broken"})
             continue
-        used += mig_plan._gi_slices(inst.profile)
+        used += mig_instances.gi_slices(inst.profile)
         blocks.append({"start": inst.start, "size": inst.size, "label": inst.profile + ("*" if inst.busy else ""),
                        "kind": inst.profile})
     total = model.compute_slices if model is not None else "?"

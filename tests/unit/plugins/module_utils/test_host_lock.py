@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -38,7 +38,7 @@ def _partition(path, device, mig_devices, barrier, out):
 def _profiles(path, index):
     with nvml.open_nvml(path) as backend:
         gpu = gpu_state.read_gpu(backend, index)
-    return sorted(i.profile for i in mig_plan.instances_from_gpu(gpu))
+    return sorted(i.profile for i in mig_instances.instances_from_gpu(gpu))
 
 
 def _expected(mig_devices):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
@@ -277,7 +278,7 @@ def test_fault_halfway_reports_and_rerun_converges(tmp_path, call):
     with nvml.open_nvml(path) as backend:
         from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
         now = gpu_state.read_host(backend)["gpus"]
-    assert [mig_plan.instances_from_gpu(g) for g in now] == [mig_plan.instances_from_gpu(g) for g in d["gpus"]]
+    assert [mig_instances.instances_from_gpu(g) for g in now] == [mig_instances.instances_from_gpu(g) for g in d["gpus"]]
     # the re-run converges and then is idempotent
     r = run(path, target)
     assert r["changed"]
@@ -333,12 +334,12 @@ def test_any_layout_to_any_layout_on_the_simulator(tmp_path_factory, data, model
     run(path, {"layout": [{"devices": "all", "mig-enabled": True, "mig-devices": a}]})
     first = run(path, {"layout": [{"devices": "all", "mig-enabled": True, "mig-devices": a}]})
     assert not first["changed"]
-    before = dict((i.gpu_instance_id, i) for i in mig_plan.instances_from_gpu(first["gpus"][0]))
+    before = dict((i.gpu_instance_id, i) for i in mig_instances.instances_from_gpu(first["gpus"][0]))
     r = run(path, {"layout": [{"devices": "all", "mig-enabled": True, "mig-devices": b}]})
     want = sorted(t.profile for t in mig_plan.targets_from_mig_devices(b, model.profiles))
-    assert sorted(i.profile for i in mig_plan.instances_from_gpu(r["gpus"][0])) == want
+    assert sorted(i.profile for i in mig_instances.instances_from_gpu(r["gpus"][0])) == want
     # every kept instance still exists with the same id and placement
-    now = dict((i.gpu_instance_id, i) for i in mig_plan.instances_from_gpu(r["gpus"][0]))
+    now = dict((i.gpu_instance_id, i) for i in mig_instances.instances_from_gpu(r["gpus"][0]))
     for act in r["actions"]:
         if act["action"] == "keep":
             assert now[act["gpu_instance_id"]] == before[act["gpu_instance_id"]]

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mi
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mp
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -18,7 +19,7 @@ A30 = gpu_catalog.CATALOG["a30_24gb"]
 
 def inst(profile, start, gid, busy=False, cis=None, model=A100):
     p = gpu_catalog.get_profile(model, profile)
-    return mp.Instance(p.name, start, p.memory_slices, gid, tuple(cis or (p.compute_slices,)), busy)
+    return mi.Instance(p.name, start, p.memory_slices, gid, tuple(cis or (p.compute_slices,)), busy)
 
 
 def targets(model, devices):
@@ -31,7 +32,7 @@ def apply(current, plan):
     out = [i for i in current if id(i) not in destroyed]
     gid = max([i.gpu_instance_id for i in current] + [0]) + 1
     for t, start in plan.create:
-        out.append(mp.Instance(t.profile, start, None, gid, t.compute_instances, False))
+        out.append(mi.Instance(t.profile, start, None, gid, t.compute_instances, False))
         gid += 1
     return out
 
@@ -194,8 +195,8 @@ def test_instances_from_gpu_groups_compute_instances():
          "busy": True},
         {"profile": "2g.20gb", "placement": {"start": 0, "size": 2}, "gpu_instance_id": 5, "compute_instance_id": 0},
     ], "processes": [{"pid": 1, "gpu_instance_id": 5}]}
-    got = mp.instances_from_gpu(gpu)
-    assert got == [mp.Instance("3g.40gb", 4, 4, 2, (1, 1), True), mp.Instance("2g.20gb", 0, 2, 5, (2,), True)]
+    got = mi.instances_from_gpu(gpu)
+    assert got == [mi.Instance("3g.40gb", 4, 4, 2, (1, 1), True), mi.Instance("2g.20gb", 0, 2, 5, (2,), True)]
 
 
 # ---------------------------------------------------------------- property tests
@@ -226,7 +227,7 @@ def layouts(draw, model, base=None):
         if p.compute_slices > 1 and draw(st.booleans()):
             c = draw(st.sampled_from(list(gpu_catalog.ci_slice_options(p.compute_slices))))
             cis = tuple([c] * (p.compute_slices // c))
-        out.append(mp.Instance(p.name, s, p.memory_slices, gid, cis, draw(st.booleans())))
+        out.append(mi.Instance(p.name, s, p.memory_slices, gid, cis, draw(st.booleans())))
         used |= ((1 << p.memory_slices) - 1) << s
         gid += 1
     return out
@@ -331,3 +332,17 @@ def test_live_profile_names_win_over_the_catalog():
 def test_label_safe_spelling_is_accepted_by_the_planner():
     # config *names* use 1g.10gb.me; the planner canonicalises it (the config parser rejects it in mig-devices)
     assert mp.targets_from_mig_devices({"1g.10gb.me": 1}, A100.profiles) == [mp.Target("1g.10gb+me", (1,))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["1g.10gb", "2g.20gb", "3g.40gb"]), max_size=8),
+       st.dictionaries(st.sampled_from(["1g.10gb", "2g.20gb", "3g.40gb"]), st.integers(0, 4)))
+def test_keepable_subsets_are_the_brute_force_ones_in_order(kinds, wanted):
+    """plan_gpu enumerates only the subsets it can keep, in the order a full enumeration would visit them
+    (so ties between equal keep sets resolve as before)."""
+    cand = [mi.Instance(k, None, None, n, (int(k[0]),), False) for n, k in enumerate(kinds)]
+    want = Counter({(k, (int(k[0]),)): n for k, n in wanted.items()})
+    brute = [bits for bits in range(1 << len(cand))
+             if all(n <= want[key] for key, n in Counter((cand[j].profile, cand[j].compute_instances)
+                                                         for j in range(len(cand)) if bits >> j & 1).items())]
+    assert mp._keepable_subsets(cand, want) == brute
