@@ -6,15 +6,17 @@ N simulated hosts (default 200, 8 GPUs each: H100 80GB in MIG mode with 7 x 1g.1
 ``ansible-playbook`` each:
 
 * **gpuops**: ``gpuops.k8s.gpu_info`` (the GPU facts) + ``gpuops.k8s.mig_partition`` in check mode
-  (plan ``all-1g.10gb`` -> ``all-balanced`` from a mig-parted config file: the module reads every GPU,
-  validates the config and plans, changes nothing);
+  (plan ``all-1g.10gb`` -> ``all-balanced``: the module reads every GPU, validates the layout and
+  plans, changes nothing). It is called as roles/mig calls it: with the ``layout`` that the role
+  resolves from the mig-parted config file on the controller. ``--config-file`` passes the file
+  itself instead (``config_file`` + ``config``), so each host also loads PyYAML and parses it;
 * **baseline**: a playbook of the same shape, ``ansible.builtin.ping`` + ``ansible.builtin.command: true``.
 
 Both on the local connection with the same forks, alternating (baseline, gpuops, baseline, ...) so
 that a busy machine slows both alike. Prints each run's wall time, the medians and their ratio
 (target: at most 1.3x). The simulated hosts live in .build/bench-fleet (created once, reused).
 
-    .venv/bin/python benchmarks/fleet_overhead.py [--hosts 200] [--forks 10] [--runs 3]
+    .venv/bin/python benchmarks/fleet_overhead.py [--hosts 200] [--forks 10] [--runs 3] [--config-file]
 """
 import argparse
 import os
@@ -60,10 +62,17 @@ GPUOPS_PLAY = """\
     - name: Plan the balanced layout (check mode, nothing changes)
       gpuops.k8s.mig_partition:
         simulator: "{{ gpuops_simulator }}"
-        config_file: "%(config)s"
-        config: all-balanced
+%(source)s
       check_mode: true
 """
+
+# where mig_partition's layout comes from: as roles/mig passes it (resolved on the controller), or the file
+LAYOUT_SOURCE = """\
+        layout:
+          - {devices: all, mig-enabled: true, mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}"""
+FILE_SOURCE = """\
+        config_file: "%s"
+        config: all-balanced"""
 
 BASELINE_PLAY = """\
 - name: Same shape, no GPU work
@@ -87,7 +96,7 @@ def build_host(path, gpus):
                 gpu_state.create_instance(nv, i, "1g.10gb", start, None)
 
 
-def prepare(hosts, gpus):
+def prepare(hosts, gpus, config_file=False):
     os.makedirs(os.path.join(WORK, "hosts"), exist_ok=True)
     made = 0
     lines = ["all:", "  vars:", "    ansible_connection: local",
@@ -106,7 +115,8 @@ def prepare(hosts, gpus):
     with open(config, "w") as f:
         f.write(MIG_CONFIG)
     plays = {}
-    for name, text in (("gpuops", GPUOPS_PLAY % {"config": config}), ("baseline", BASELINE_PLAY)):
+    source = FILE_SOURCE % config if config_file else LAYOUT_SOURCE
+    for name, text in (("gpuops", GPUOPS_PLAY % {"source": source}), ("baseline", BASELINE_PLAY)):
         plays[name] = os.path.join(WORK, "%s.yml" % name)
         with open(plays[name], "w") as f:
             f.write(text)
@@ -137,11 +147,15 @@ def main():
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--forks", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--config-file", action="store_true",
+                        help="mig_partition reads the mig-parted config file on each host (config_file + config) "
+                             "instead of the layout roles/mig resolves on the controller")
     args = parser.parse_args()
     start = time.time()
-    inventory, plays, made = prepare(args.hosts, args.gpus)
-    print("fleet: %d simulated hosts x %d H100 80GB (7 x 1g.10gb each), %d created in %.1f s; forks %d; cpus %d"
-          % (args.hosts, args.gpus, made, time.time() - start, args.forks, os.cpu_count() or 0), flush=True)
+    inventory, plays, made = prepare(args.hosts, args.gpus, args.config_file)
+    print("fleet: %d simulated hosts x %d H100 80GB (7 x 1g.10gb each), %d created in %.1f s; forks %d; cpus %d; "
+          "mig_partition given %s" % (args.hosts, args.gpus, made, time.time() - start, args.forks, os.cpu_count() or 0,
+                                      "the config file" if args.config_file else "the layout (as roles/mig)"), flush=True)
     walls = {"baseline": [], "gpuops": []}
     for run in range(args.runs):
         for name in ("baseline", "gpuops"):
