@@ -50,7 +50,7 @@ e2e: venv collections
 	       "(install Go >= 1.26, or set GPUOPS_SKIP_E2E=1 to opt out)" >&2; exit 1; fi; \
 	hack/k8s/build.sh || { echo "e2e: FAILED: hack/k8s/build.sh could not build the control plane" >&2; exit 1; }; \
 	echo "e2e: the tests that need only the control plane"; \
-	python -m pytest -q -p no:cacheprovider $(addprefix --ignore=,$(E2E_OPTIONAL_TESTS)) tests/e2e || exit 1; \
+	python -m pytest -q -p no:cacheprovider --durations=15 $(addprefix --ignore=,$(E2E_OPTIONAL_TESTS)) tests/e2e || exit 1; \
 	hack/k8s/build.sh $(E2E_COMPONENTS) || { echo "e2e: FAILED: hack/k8s/build.sh could not build $(E2E_COMPONENTS)" >&2; exit 1; }; \
 	echo "e2e: the tests that need $(E2E_COMPONENTS)"; \
-	GPUOPS_E2E_KUEUE=1 python -m pytest -q -p no:cacheprovider $(E2E_OPTIONAL_TESTS)
+	GPUOPS_E2E_KUEUE=1 python -m pytest -q -p no:cacheprovider --durations=5 $(E2E_OPTIONAL_TESTS)

@@ -35,7 +35,7 @@ TEST_TARGETS += awx-jobs eda
 
 awx-jobs: venv collections
 	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "awx-jobs: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
-	python -m pytest -q -p no:cacheprovider -s --basetemp=$(TOP)/.cache/pytest-awx-jobs tests/awx/test_awx_jobs.py
+	python -m pytest -q -p no:cacheprovider -s --durations=5 --basetemp=$(TOP)/.cache/pytest-awx-jobs tests/awx/test_awx_jobs.py
 
 eda: venv collections
 	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "eda: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
