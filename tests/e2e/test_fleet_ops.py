@@ -234,6 +234,19 @@ def test_rollout_keeps_pdb_and_reaches_mixed_layout(fleet):
     assert rc == 0, out[-4000:]
     assert "skip %s (already done)" % fleet["names"][0] in out
 
+    # a node whose GPUs already hold the layout while its label names another: the rollout takes it, the mig role has
+    # nothing to change (mig_result is then its check-mode plan) and the node ends in success, not rolled back
+    name = fleet["names"][0]
+    api.patch_node(name, {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g.10gb"}}})
+    rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=fleet_e2e", "-e", "mig_reconfigure_config=mixed-a100"],
+                        fleet["inventory"], fleet["kubeconfig"])
+    assert rc == 0, out[-6000:]
+    node = api.read_node(name)
+    assert node.metadata.labels["nvidia.com/mig.config"] == "mixed-a100"
+    assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+    assert not node.spec.unschedulable
+    assert _alloc(api, name, MIXED) == MIXED
+
 
 def test_fault_on_third_node_rolls_back_and_stops(fleet):
     api = fleet["api"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 
 EPS = 1e-9
@@ -28,6 +29,10 @@ _PLACED = {}
 
 def _targets(model, layout):
     pmap = mig_plan.profile_map(model.profiles)
+    if not all(name in pmap for name, _count in layout):
+        # a node's current layout may hold compute-instance profiles (1c.3g.40gb: 3 is one 3g.40gb GI with three
+        # compute instances): mig_plan packs them into GIs as mig-parted does
+        return mig_plan.targets_from_mig_devices(dict(layout), model.profiles, model.key), pmap
     out = []
     for name, count in layout:
         p = pmap[name]
@@ -41,6 +46,15 @@ def valid_layout(model, layout):
     if key in _VALID:
         return _VALID[key]
     pmap = mig_plan.profile_map(model.profiles)
+    if not all(name in pmap for name, _count in layout):
+        try:
+            mig_plan.validate_targets(_targets(model, layout)[0], model.profiles, model.memory_slices,
+                                      model.compute_slices, model.key)
+            ok = True
+        except GpuOpsError:
+            ok = False
+        _VALID[key] = ok
+        return ok
     ok = True
     used_c = used_m = 0
     for name, count in layout:

@@ -371,3 +371,19 @@ def test_many_distinct_time_sliced_shapes_stay_tractable(solver_name):
     for units in gpu_units(res).values():
         assert sum((2 + int(n[1:])) * r for n, sl, r in units) <= 48
         assert sum((0.02 + 0.01 * int(n[1:])) * r for n, sl, r in units) <= 1 + 1e-9
+
+
+def test_a_current_layout_with_compute_instance_profiles_is_kept_and_drawn():
+    """A node whose GPU holds 1c.3g.40gb x 3 (one 3g.40gb GPU instance with three compute instances) today:
+    the plan keeps that GPU as it is (its config keeps the compute-instance profile) and draws it as its GIs."""
+    configs = {"version": "v1", "mig-configs": {"site-mixed": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"4g.40gb": 1, "1c.3g.40gb": 3}},
+        {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}}
+    res = run([node("h100", "h100_80gb", count=2, current="site-mixed")],
+              [item("t", "x", 4, 9, isolation="strict")], current_configs=configs)
+    assert decision(res, "x")["placed"] == 4
+    entries = {tuple(e["devices"]): e["mig-devices"] for e in next(iter(res["mig_parted_config"]["mig-configs"].values()))}
+    assert entries[(0,)] == {"4g.40gb": 1, "1c.3g.40gb": 3}
+    assert res["summary"]["reconfigured_gpus"] == 0
+    gpu0 = [line for line in res["summary"]["slice_diagram"].splitlines() if "GPU0" in line][0]
+    assert "4g.40gb" in gpu0 and "3g.40gb" in gpu0
