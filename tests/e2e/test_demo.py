@@ -78,7 +78,7 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
             continue
         for entry in mig[cfg["mig_config"]]:
             gpus = range(len(act3["layouts"][node])) if entry["devices"] == "all" else entry["devices"]
-            want = sorted(p for p, n in (entry.get("mig-devices") or {}).items() for _ in range(n))
+            want = sorted(p for p, n in (entry.get("mig-devices") or {}).items() for dummy in range(n))
             for gpu in gpus:
                 assert sorted(act3["layouts"][node][gpu]) == want, (node, gpu, act3["layouts"][node][gpu], want)
     assert act3["layouts"]["l40s-01"] == [[]] * 4
