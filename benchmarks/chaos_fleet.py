@@ -39,7 +39,7 @@ if not os.path.exists(_link):
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
 
@@ -177,7 +177,7 @@ def check_host(expect):
 
 
 def _profiles(gpu):
-    return sorted(i.profile for i in mig_plan.instances_from_gpu(gpu))
+    return sorted(i.profile for i in mig_instances.instances_from_gpu(gpu))
 
 
 def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None, out=sys.stdout, play="site"):

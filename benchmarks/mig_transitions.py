@@ -52,6 +52,7 @@ sys.path.insert(0, _root)
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
@@ -133,7 +134,7 @@ def apply_ours(path, mig_devices):
 
 
 def _device_counts(gpu):
-    return Counter(r["profile"] for r in gpu["instances"] if mig_plan.row_is_mig_device(r))
+    return Counter(r["profile"] for r in gpu["instances"] if mig_instances.row_is_mig_device(r))
 
 
 def _target_devices(targets, pmap):
@@ -145,7 +146,7 @@ def _target_devices(targets, pmap):
 
 
 def _clear(b, index):
-    for inst in mig_plan.instances_from_gpu(gpu_state.read_gpu(b, index)):
+    for inst in mig_instances.instances_from_gpu(gpu_state.read_gpu(b, index)):
         gpu_state.destroy_instance(b, index, inst.gpu_instance_id)
 
 
@@ -158,7 +159,7 @@ def apply_flush(path, mig_devices):
         profiles = gpu_state.live_profiles(b, index)
         pmap = mig_plan.profile_map(profiles)
         targets = mig_plan.targets_from_mig_devices(mig_devices, profiles)
-        destroyed = mig_plan.instances_from_gpu(gpu)
+        destroyed = mig_instances.instances_from_gpu(gpu)
         if _device_counts(gpu) == _target_devices(targets, pmap):
             return b.calls, None
         # flattened and sorted as mig-parted: largest G first, then largest C
@@ -218,7 +219,7 @@ def run_transition(tmp, model, start, target):
     f = os.path.join(tmp, "flush.json")
     shutil.copyfile(a, f)
     with nvml.open_nvml(a) as backend:
-        before = mig_plan.instances_from_gpu(gpu_state.read_gpu(backend, 0))
+        before = mig_instances.instances_from_gpu(gpu_state.read_gpu(backend, 0))
         profiles = gpu_state.live_profiles(backend, 0)
     targets = mig_plan.targets_from_mig_devices(target, profiles)
 
@@ -233,7 +234,7 @@ def run_transition(tmp, model, start, target):
         g1, g2 = gpu_state.read_gpu(b1, 0), gpu_state.read_gpu(b2, 0)
     # both end in the target profile counts
     assert _device_counts(g1) == _device_counts(g2), (_device_counts(g1), _device_counts(g2))
-    final1, final2 = mig_plan.instances_from_gpu(g1), mig_plan.instances_from_gpu(g2)
+    final1, final2 = mig_instances.instances_from_gpu(g1), mig_instances.instances_from_gpu(g2)
     # the flush without retries: every CI and GI destroyed, every GI and CI of the target created once
     if flushed is not None:
         ideal = sum(max(1, len(i.compute_instances)) + 1 for i in before) + \
