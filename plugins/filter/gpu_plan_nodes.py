@@ -16,7 +16,9 @@ short_description: The node list of gpuops.k8s.gpu_plan from gpu_info facts or g
 version_added: "0.1.0"
 author: gpuops.k8s contributors (@gpuops)
 description:
-  - From a mapping host -> gpu_info result (or its C(gpus) list), the GPUs per node and each GPU's current MIG layout.
+  - From a mapping host -> gpu_info result (or its C(gpus) list), the GPUs per node and each GPU's current MIG layout;
+    a node whose MIG-capable GPUs all run without MIG gets C(all-disabled), the name its C(nvidia.com/mig.config)
+    label would carry, so that a plan keeping it so does not count it as changed.
   - From host vars of the C(gpuops.k8s.gpu_nodes) inventory plugin (a list, or a mapping host -> host vars), the GPU
     product and count per node and the C(nvidia.com/mig.config) label as the current layout.
   - Hosts without GPUs are left out.

@@ -306,7 +306,12 @@ def nodes_from_facts(facts_by_host, labels_by_host=None):
             lay = _facts_layout(g)
             current.append("all-disabled" if lay == "disabled" else lay)
         node = {"name": host, "gpus": groups}
-        if any(c is not None for c in current):
+        mig_gpus = [c for g, c in zip(gpus, current) if g.get("mig_capable")]
+        if mig_gpus and all(c == "all-disabled" for c in mig_gpus):
+            # every MIG-capable GPU runs without MIG: the node is in mig-parted's all-disabled, by name, as its
+            # nvidia.com/mig.config label would say, so a plan that keeps it so does not count it as changed
+            node["current"] = "all-disabled"
+        elif any(c is not None for c in current):
             node["current"] = current
         labels = (labels_by_host or {}).get(host)
         if labels:

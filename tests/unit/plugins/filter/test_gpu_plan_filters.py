@@ -15,6 +15,10 @@ def test_nodes_from_inventory_hostvars_list_and_facts():
                                    "current": "all-1g.10gb"}]
     facts = {"h": {"gpus": [{"index": 0, "model": "l40s_48gb", "mig_capable": False}]}}
     assert gpu_plan_nodes(facts) == [{"name": "h", "gpus": [{"model": "l40s_48gb", "count": 1}]}]
+    off = {"index": 0, "model": "h100_80gb", "mig_capable": True, "mig_mode_current": False}
+    on = dict(off, index=1, mig_mode_current=True, instances=[{"gpu_instance_id": 1, "profile": "7g.80gb"}])
+    assert gpu_plan_nodes({"h": {"gpus": [off, dict(off, index=1)]}})[0]["current"] == "all-disabled"
+    assert gpu_plan_nodes({"h": {"gpus": [off, on]}})[0]["current"] == ["all-disabled", {"7g.80gb": 1}]
     with pytest.raises(AnsibleFilterError, match="gpu_plan_nodes needs a mapping"):
         gpu_plan_nodes("n1")
 
