@@ -306,6 +306,40 @@ def validate_device_plugin_config(name, config):
     return cfg, warnings, summary
 
 
+def device_plugin_config_effect(name, config):
+    """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
+    ``{"mig_strategy", "sharing"}`` with sharing None or ``{strategy, replicas, rename_by_default}``,
+    the arguments of ``labels.node_gpu_state``. Raises GpuOpsError when the config is not valid."""
+    cfg, dummy, summary = validate_device_plugin_config(name, config)
+    sharing = None
+    if summary["sharing"] != "none":
+        kind = "mps" if summary["sharing"] == "mps" else "timeSlicing"
+        sharing = {"strategy": summary["sharing"], "replicas": summary["replicas"],
+                   "rename_by_default": bool(cfg["sharing"][kind].get("renameByDefault", False))}
+    return {"mig_strategy": summary["mig_strategy"], "sharing": sharing}
+
+
+def node_device_plugin_config(labels, plugin):
+    """The name of the deployed device plugin's config a node runs, as its config-manager picks it: the node's
+    ``nvidia.com/device-plugin.config`` label when it names a config, else the default (the DaemonSet's
+    ``DEFAULT_CONFIG``). ``plugin``: ``{"default": name, "configs": {name: config}}`` or None (no plugin
+    deployed). Returns None when there is no plugin or no such config."""
+    if not plugin:
+        return None
+    configs = plugin.get("configs") or {}
+    label = (labels or {}).get(CONFIG_LABEL)
+    name = label if label in configs else plugin.get("default")
+    return name if name in configs else None
+
+
+def node_device_plugin_effect(labels, plugin):
+    """``device_plugin_config_effect`` of the config a node runs (``node_device_plugin_config``), or None."""
+    name = node_device_plugin_config(labels, plugin)
+    if name is None:
+        return None
+    return device_plugin_config_effect(name, plugin["configs"][name])
+
+
 def validate_device_plugin(configs, default_config, node_configs=None, gfd_enabled=True, mps_root="/run/nvidia/mps"):
     """Validate the whole set of named configs, the default and the per-node label values.
 

@@ -16,6 +16,9 @@ Python 3.9 compatible.
 from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 
 LABEL_CONFIG = "nvidia.com/mig.config"
 LABEL_STATE = "nvidia.com/mig.config.state"
@@ -146,17 +149,120 @@ def budget_left(nodes, rollout_id, failure_budget):
     return {"failed": failed, "exhausted": len(failed) > failure_budget}
 
 
+# What a node advertises when no device plugin of this collection is deployed (nothing says otherwise): the
+# mixed MIG strategy without sharing, as mig_partition's ``resources``.
+DEFAULT_PLUGIN_EFFECT = {"mig_strategy": "mixed", "sharing": None}
+
+
+def _plugin_resource(name):
+    """A resource the NVIDIA device plugin advertises: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*."""
+    return name in ("nvidia.com/gpu", "nvidia.com/gpu.shared") or name.startswith("nvidia.com/mig-")
+
+
+def _node(node):
+    """A Node object, or the first of a ``kubernetes.core.k8s_info`` ``resources`` list (None when empty)."""
+    if isinstance(node, list):
+        return node[0] if node else None
+    return node or None
+
+
+def advertised_resources(node):
+    """The device plugin's resources in the node's allocatable, as strings (zero counts included)."""
+    alloc = (((_node(node) or {}).get("status") or {}).get("allocatable")) or {}
+    return dict((k, str(v)) for k, v in sorted(alloc.items()) if _plugin_resource(k))
+
+
+def stale_resources(node, expected):
+    """Device plugin resources the node advertises with a non-zero count that ``expected`` does not name."""
+    return dict((k, v) for k, v in advertised_resources(node).items()
+                if k not in (expected or {}) and v not in ("0", ""))
+
+
 def expected_resources_met(node, expected):
     """True when the node's allocatable carries exactly ``expected`` for every MIG/GPU resource
-    named there, and no other ``nvidia.com/mig-*`` resource with a non-zero count."""
-    alloc = ((node.get("status") or {}).get("allocatable")) or {}
+    named there, and no other device plugin resource (``nvidia.com/mig-*``, ``nvidia.com/gpu``,
+    ``nvidia.com/gpu.shared``) with a non-zero count."""
+    alloc = (((_node(node) or {}).get("status") or {}).get("allocatable")) or {}
     for name, count in (expected or {}).items():
         if str(alloc.get(name, "0")) != str(count):
             return False
-    for name, value in alloc.items():
-        if name.startswith("nvidia.com/mig-") and name not in (expected or {}) and str(value) not in ("0", ""):
-            return False
-    return True
+    return not stale_resources(node, expected)
+
+
+def plugin_effect(node, plugin):
+    """``{"config", "mig_strategy", "sharing"}``: how the node's device plugin advertises its GPUs.
+
+    ``plugin``: the device plugin deployed by gpuops.k8s.device_plugin, ``{"default": DEFAULT_CONFIG of its
+    DaemonSet, "configs": {name: config}}`` (its ConfigMap), or None when it is not deployed. The node runs the
+    config its ``nvidia.com/device-plugin.config`` label names, else the default (as the config-manager picks
+    it). Without a plugin, or when neither names a config, the mixed strategy without sharing (config None).
+    """
+    name = gpu_stack.node_device_plugin_config(_labels(_node(node) or {}), plugin)
+    if name is None:
+        return dict(DEFAULT_PLUGIN_EFFECT, config=None)
+    return dict(gpu_stack.device_plugin_config_effect(name, plugin["configs"][name]), config=name)
+
+
+def layout_resources(gpus, effect=None):
+    """The ``nvidia.com/*`` resources the device plugin advertises for ``gpus`` (the ``gpus`` list of
+    ``mig_partition`` / ``gpu_info``) with ``effect`` (``{mig_strategy, sharing}``, default mixed without
+    sharing). Lost GPUs and GPU instances without a compute instance are no devices."""
+    effect = effect or DEFAULT_PLUGIN_EFFECT
+    facts = []
+    for gpu in gpus or []:
+        if gpu.get("lost"):
+            continue
+        gpu = dict(gpu, instances=[row for row in gpu.get("instances") or [] if mig_instances.row_is_mig_device(row)])
+        facts.append(gpu)
+    if not facts:
+        return {}
+    state = gpu_labels.node_gpu_state(gpu_facts=facts, mig_strategy=effect["mig_strategy"], sharing=effect["sharing"])
+    return state["capacity"]
+
+
+def _fmt_resources(resources):
+    return ", ".join("%s=%s" % (k, v) for k, v in sorted(resources.items())) or "none"
+
+
+def _fmt_effect(effect):
+    if effect.get("config") is None:
+        how = "no device plugin config of gpuops.k8s.device_plugin: migStrategy mixed, no sharing"
+    else:
+        how = "device plugin config '%s': migStrategy %s" % (effect["config"], effect["mig_strategy"])
+        sharing = effect.get("sharing")
+        if sharing:
+            how += ", %s x%s%s" % (sharing["strategy"], sharing["replicas"],
+                                   " renamed .shared" if sharing.get("rename_by_default") else "")
+        else:
+            how += ", no sharing"
+    return how
+
+
+def resources_check(node, gpus, plugin=None):
+    """Does ``node`` advertise what the MIG layout ``gpus`` gives under its device plugin config?
+
+    ``node``: the Node object (or a ``k8s_info`` ``resources`` list); ``gpus``: the ``gpus`` of the
+    ``mig_partition`` result; ``plugin``: see ``plugin_effect``. Returns ``{"met", "expected", "advertised",
+    "stale", "config", "mig_strategy", "sharing", "message"}``; message says what was expected and what the
+    node advertises (empty when met).
+    """
+    found = _node(node)
+    effect = plugin_effect(found, plugin)
+    expected = layout_resources(gpus, effect)
+    advertised = advertised_resources(found)
+    stale = stale_resources(found, expected)
+    met = found is not None and expected_resources_met(found, expected)
+    message = ""
+    if found is None:
+        message = "the node is not there; expected %s (%s)" % (_fmt_resources(expected), _fmt_effect(effect))
+    elif not met:
+        message = "expected %s (%s), the node advertises %s" % (
+            _fmt_resources(expected), _fmt_effect(effect), _fmt_resources(advertised))
+        if stale:
+            message += " (left over: %s)" % _fmt_resources(stale)
+    return {"met": met, "expected": expected, "advertised": advertised, "stale": stale,
+            "config": effect["config"], "mig_strategy": effect["mig_strategy"], "sharing": effect["sharing"],
+            "message": message}
 
 
 def inventory_drift(node, inventory_config, host=None):

@@ -38,8 +38,6 @@ if HERE not in sys.path:
 
 import gpu_nodes  # noqa: E402  (puts the collection on sys.path)
 
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
-
 
 def hosts_from_fleet(fleet, sim_dir):
     """{node: {simulator, mig_strategy, sharing}} for the hosts of ``gpu_nodes.fleet_from_inventory``."""
@@ -51,16 +49,10 @@ def hosts_from_fleet(fleet, sim_dir):
 
 def config_effect(name, config):
     """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
-    ``{"mig_strategy", "sharing"}`` for ``gpu_node_labels.node_gpu_state`` (validated by the same
-    code as the device_plugin role)."""
+    ``{"mig_strategy", "sharing"}`` for ``gpu_node_labels.node_gpu_state`` (the collection's
+    ``stack.device_plugin_config_effect``, which mig_reconfigure.yml's wait uses too)."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
-    cfg, dummy, summary = gpu_stack.validate_device_plugin_config(name, config)
-    sharing = None
-    if summary["sharing"] != "none":
-        kind = "mps" if summary["sharing"] == "mps" else "timeSlicing"
-        sharing = {"strategy": summary["sharing"], "replicas": summary["replicas"],
-                   "rename_by_default": bool(cfg["sharing"][kind].get("renameByDefault", False))}
-    return {"mig_strategy": summary["mig_strategy"], "sharing": sharing}
+    return gpu_stack.device_plugin_config_effect(name, config)
 
 
 class PluginConfigs(object):
@@ -118,10 +110,9 @@ class SimDevicePlugin(threading.Thread):
         """(mig_strategy, sharing) for node ``name``: its config of the deployed device plugin (node label
         nvidia.com/device-plugin.config, else the default), else the inventory's values."""
         if deployed:
-            label = (self.api.read_node(name).metadata.labels or {}).get(CONFIG_LABEL)
-            config_name = label if label in deployed["configs"] else deployed["default"]
-            if config_name in deployed["configs"]:
-                effect = config_effect(config_name, deployed["configs"][config_name])
+            from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+            effect = gpu_stack.node_device_plugin_effect(self.api.read_node(name).metadata.labels or {}, deployed)
+            if effect is not None:
                 return effect["mig_strategy"], effect["sharing"]
         return spec.get("mig_strategy") or "none", spec.get("sharing")
 

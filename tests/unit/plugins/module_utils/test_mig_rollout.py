@@ -115,3 +115,126 @@ def test_inventory_drift_refuses_a_node_under_a_rollout():
     for config in ("mixed-a100", "all-1g.10gb"):
         msg = mr.inventory_drift(n, config)
         assert "middle of a MIG rollout to 'mixed-a100'" in msg and "rollout r20261202" in msg, msg
+
+
+# ------------------------------------------------------------------ what the node advertises after the change
+
+def gpu(index, profiles=None, **kw):
+    """One A100 80GB of a mig_partition result: MIG on with ``profiles``, or MIG off when None."""
+    return dict({"index": index, "model": "a100_80gb", "mig_capable": True, "mig_mode_current": profiles is not None,
+                 "instances": [{"profile": p} for p in profiles or []]}, **kw)
+
+
+MIG_1G = [gpu(0, ["1g.10gb"] * 7), gpu(1, ["1g.10gb"] * 7)]
+NO_MIG = [gpu(0), gpu(1)]
+
+
+def plugin(default, **configs):
+    base = {
+        "default": {"version": "v1", "flags": {"migStrategy": "none"}},
+        "mixed": {"version": "v1", "flags": {"migStrategy": "mixed"}},
+        "single": {"version": "v1", "flags": {"migStrategy": "single"}},
+        "ts-renamed": {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
+            "renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}},
+        "ts": {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
+            "resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}},
+        "mps": {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"mps": {
+            "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}},
+    }
+    base.update(configs)
+    return {"default": default, "configs": base}
+
+
+def plugin_node(alloc, config=None):
+    n = node("gpu-1", alloc=alloc)
+    if config:
+        n["metadata"]["labels"]["nvidia.com/device-plugin.config"] = config
+    return n
+
+
+def test_time_slicing_renamed_advertises_gpu_shared():
+    n = plugin_node({"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "8", "nvidia.com/mig-1g.10gb": "0"}, "ts-renamed")
+    check = mr.resources_check(n, NO_MIG, plugin("default"))
+    assert check["met"], check["message"]
+    assert check["expected"] == {"nvidia.com/gpu.shared": "8"}
+    assert check["config"] == "ts-renamed" and check["mig_strategy"] == "none"
+    assert check["sharing"] == {"strategy": "time-slicing", "replicas": 4, "rename_by_default": True}
+    assert check["message"] == ""
+    # the old expectation (mig_partition's resources, mixed without sharing) is not what this node advertises
+    assert not mr.expected_resources_met(n, {"nvidia.com/gpu": 2})
+    # still the MIG layout's slices: not there yet, and the message says both sides
+    old = plugin_node({"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14"}, "ts-renamed")
+    check = mr.resources_check(old, NO_MIG, plugin("default"))
+    assert not check["met"]
+    assert check["stale"] == {"nvidia.com/mig-1g.10gb": "14"}
+    assert check["message"] == (
+        "expected nvidia.com/gpu.shared=8 (device plugin config 'ts-renamed': migStrategy none, time-slicing x4 "
+        "renamed .shared), the node advertises nvidia.com/gpu=0, nvidia.com/mig-1g.10gb=14 "
+        "(left over: nvidia.com/mig-1g.10gb=14)"), check["message"]
+
+
+def test_time_slicing_not_renamed_is_the_default_config_of_the_daemonset():
+    n = plugin_node({"nvidia.com/gpu": "6"})  # no label: the DaemonSet's DEFAULT_CONFIG
+    check = mr.resources_check(n, NO_MIG, plugin("ts"))
+    assert check["met"] and check["expected"] == {"nvidia.com/gpu": "6"} and check["config"] == "ts"
+    assert not mr.resources_check(plugin_node({"nvidia.com/gpu": "2"}), NO_MIG, plugin("ts"))["met"]
+    # a label naming no config: the default, as the config-manager falls back
+    assert mr.resources_check(plugin_node({"nvidia.com/gpu": "6"}, "nope"), NO_MIG, plugin("ts"))["met"]
+
+
+def test_mps_replicas():
+    check = mr.resources_check(plugin_node({"nvidia.com/gpu": "4"}, "mps"), NO_MIG, plugin("default"))
+    assert check["met"] and check["sharing"]["strategy"] == "mps"
+    assert "mps x2" in mr.resources_check(plugin_node({"nvidia.com/gpu": "2"}, "mps"), NO_MIG,
+                                          plugin("default"))["message"]
+
+
+def test_single_strategy_advertises_mig_devices_as_gpu():
+    check = mr.resources_check(plugin_node({"nvidia.com/gpu": "14"}, "single"), MIG_1G, plugin("default"))
+    assert check["met"] and check["expected"] == {"nvidia.com/gpu": "14"}
+    # the mixed names are what mig_partition reports; a single-strategy node never shows them
+    assert not mr.resources_check(plugin_node({"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14"}, "single"),
+                                  MIG_1G, plugin("default"))["met"]
+
+
+def test_no_plugin_deployed_keeps_the_mixed_strategy_without_sharing():
+    n = plugin_node({"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14", "cpu": "64"}, "ts-renamed")
+    for deployed in (None, {}, {"default": "gone", "configs": {}}):
+        check = mr.resources_check(n, MIG_1G, deployed)
+        assert check["met"], check
+        assert check["config"] is None and check["mig_strategy"] == "mixed" and check["sharing"] is None
+        assert check["expected"] == {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14"}
+    assert "no device plugin config of gpuops.k8s.device_plugin" in mr.resources_check(
+        plugin_node({"nvidia.com/gpu": "2"}), MIG_1G, None)["message"]
+    # what mig_partition's resources say (engine.resources) is what the layout gives with the mixed strategy
+    assert mr.layout_resources(MIG_1G) == {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14"}
+
+
+def test_stale_mig_resource_left_is_not_met():
+    n = plugin_node({"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "2"})
+    check = mr.resources_check(n, MIG_1G, None)
+    assert not check["met"] and check["stale"] == {"nvidia.com/mig-3g.40gb": "2"}
+    assert "left over: nvidia.com/mig-3g.40gb=2" in check["message"]
+    # a zero count of a profile no longer there is fine (kubelet keeps the name at 0)
+    n["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = "0"
+    assert mr.resources_check(n, MIG_1G, None)["met"]
+    # a stale shared resource after the rename was turned off
+    n["status"]["allocatable"]["nvidia.com/gpu.shared"] = "8"
+    assert not mr.expected_resources_met(n, {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14"})
+
+
+def test_layout_skips_lost_gpus_and_instances_without_compute_instance_and_takes_k8s_info_lists():
+    gpus = [gpu(0, ["3g.40gb", "3g.40gb"]), gpu(1, lost=True)]
+    gpus[0]["instances"][1]["has_compute_instance"] = False
+    assert mr.layout_resources(gpus) == {"nvidia.com/gpu": "0", "nvidia.com/mig-3g.40gb": "1"}
+    n = plugin_node({"nvidia.com/gpu": "0", "nvidia.com/mig-3g.40gb": "1"})
+    assert mr.resources_check([n], gpus, None)["met"]
+    missing = mr.resources_check([], gpus, None)
+    assert not missing["met"] and missing["message"].startswith("the node is not there")
+    assert mr.layout_resources([]) == {}
+
+
+def test_an_invalid_plugin_config_is_an_error():
+    bad = plugin("default", broken={"version": "v1", "flags": {"migStrategy": "weird"}})
+    with pytest.raises(GpuOpsError, match="migStrategy"):
+        mr.resources_check(plugin_node({}, "broken"), NO_MIG, bad)
