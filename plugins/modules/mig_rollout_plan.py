@@ -50,7 +50,10 @@ options:
     type: str
     required: true
   known_configs:
-    description: Config names the site's config file defines; O(target) must be one of them.
+    description:
+      - Config names the site's config file defines; O(target) must be one of them.
+      - So must the last good config of every node that changes (what its rollback restores); the module
+        fails, naming the nodes and their last good configs, before anything changes. Skipped nodes need none.
     type: list
     elements: str
   canary:

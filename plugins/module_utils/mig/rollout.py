@@ -74,7 +74,8 @@ def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0,
 
     ``nodes``: ``{host: Node object or None}`` (None: the host has no Kubernetes node).
     ``known_configs``: config names the site's mig-parted file defines; when given, ``target``
-    must be one of them. ``force``: include nodes already at ``target``.
+    and the last good config of every node that changes (what its rollback restores) must be
+    among them, else nothing is planned. ``force``: include nodes already at ``target``.
     ``inventory_configs``: ``{host: config}`` the hosts were set up with (gpuops_mig_config): the
     last good layout of a node whose labels and annotations record none (``default_config`` else).
 
@@ -114,6 +115,18 @@ def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0,
             "cordoned_before": bool((node.get("spec") or {}).get("unschedulable")),
             "steps": [s.replace("<target>", target) for s in STEPS],
         }
+    if known_configs is not None:
+        # a node the rollout changes must be able to go back: its last good config must be in the file the
+        # rollback reads (skipped nodes are not touched and need none)
+        unknown = [h for h in order if per_node[h]["last_good"] not in known_configs]
+        if unknown:
+            raise GpuOpsError(
+                "the config file does not define the last good config of %s, so a failed node could not be "
+                "rolled back; it defines: %s. Roll out with a config file that holds them too (the site's, "
+                "mig_reconfigure_config_file)"
+                % (", ".join("node %s (%r)" % (h, per_node[h]["last_good"]) for h in unknown),
+                   ", ".join(sorted(known_configs))),
+                unknown_last_good=dict((h, per_node[h]["last_good"]) for h in unknown), valid=sorted(known_configs))
     batches = []
     rest = list(order)
     if canary and rest:

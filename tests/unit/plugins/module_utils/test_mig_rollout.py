@@ -117,6 +117,43 @@ def test_inventory_drift_refuses_a_node_under_a_rollout():
         assert "middle of a MIG rollout to 'mixed-a100'" in msg and "rollout r20261202" in msg, msg
 
 
+# ------------------------------------------------------------------ last good configs the file must hold (rollback)
+
+def test_last_good_missing_from_the_config_file_is_refused_naming_node_and_configs():
+    """A node set up from the site's file (all-1g.10gb) could not roll back with a file that lacks it."""
+    ns = {"a": node("a", "all-1g.10gb", "success"), "b": node("b", "mixed", "success"),
+          "c": node("c", "plan-x", "failed", annotations={mr.ANN_LAST_GOOD: "site-7"})}
+    with pytest.raises(GpuOpsError) as e:
+        mr.plan_rollout(["a", "b", "c"], ns, "plan-y", known_configs=["plan-y", "mixed"])
+    msg = e.value.msg
+    assert "node a ('all-1g.10gb')" in msg and "node c ('site-7')" in msg, msg
+    assert "node b" not in msg
+    assert "it defines: mixed, plan-y" in msg
+    assert e.value.details["unknown_last_good"] == {"a": "all-1g.10gb", "c": "site-7"}
+    assert e.value.details["valid"] == ["mixed", "plan-y"]
+
+
+def test_last_good_checks_the_inventory_and_default_fallbacks():
+    bare = {"a": node("a"), "b": node("b")}
+    with pytest.raises(GpuOpsError, match=r"node a \('h100-mixed'\), node b \('all-disabled'\)"):
+        mr.plan_rollout(["a", "b"], bare, "mixed", known_configs=["mixed"], inventory_configs={"a": "h100-mixed"})
+    plan = mr.plan_rollout(["a", "b"], bare, "mixed", known_configs=["mixed", "h100-mixed", "all-disabled"],
+                           inventory_configs={"a": "h100-mixed"})
+    assert plan["nodes"] == ["a", "b"]
+
+
+def test_skipped_nodes_need_no_rollback_name_and_without_known_configs_nothing_is_checked():
+    # a is already done (skipped, untouched): its last good config does not matter; b changes and may go back
+    ns = {"a": node("a", "plan-y", "success", annotations={mr.ANN_LAST_GOOD: "gone"}),
+          "b": node("b", "mixed", "success")}
+    plan = mr.plan_rollout(["a", "b"], ns, "plan-y", known_configs=["plan-y", "mixed"])
+    assert plan["nodes"] == ["b"] and plan["skipped"][0]["node"] == "a"
+    # forced, a changes again: its last good is plan-y itself (label, state success), which the file holds
+    assert mr.plan_rollout(["a", "b"], ns, "plan-y", known_configs=["plan-y", "mixed"], force=True)["nodes"] == ["a", "b"]
+    assert mr.plan_rollout(["a", "b"], ns, "plan-y", known_configs=None)["nodes"] == ["b"]
+    assert mr.plan_rollout(["c"], {"c": node("c", "site-only", "success")}, "plan-y")["per_node"]["c"]["last_good"] == "site-only"
+
+
 # ------------------------------------------------------------------ what the node advertises after the change
 
 def gpu(index, profiles=None, **kw):

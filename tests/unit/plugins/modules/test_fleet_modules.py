@@ -42,8 +42,12 @@ def test_health_plan_module():
 def test_rollout_plan_module_takes_k8s_info_lists():
     node = {"metadata": {"name": "a", "labels": {"nvidia.com/mig.config": "x", "nvidia.com/mig.config.state": "success"}}}
     res = call(mig_rollout_plan, {"hosts": ["a", "b"], "nodes": {"a": [node], "b": [dict(node, metadata={"name": "b"})]},
-                                  "target": "y", "known_configs": ["x", "y"]})
+                                  "target": "y", "known_configs": ["x", "y", "all-disabled"]})
     assert res["batches"] == [["a"], ["b"]] and res["serial"] == [1, 1]
     assert res["per_node"]["a"]["last_good"] == "x"
+    # b records no layout: it rolls back to all-disabled, which the file must define
+    res = call(mig_rollout_plan, {"hosts": ["a", "b"], "nodes": {"a": [node], "b": [dict(node, metadata={"name": "b"})]},
+                                  "target": "y", "known_configs": ["x", "y"]}, expect=Fail)
+    assert res["unknown_last_good"] == {"b": "all-disabled"} and "node b ('all-disabled')" in res["msg"]
     res = call(mig_rollout_plan, {"hosts": ["a", "b"], "nodes": {"a": [node], "b": []}, "target": "y"}, expect=Fail)
     assert res["missing"] == ["b"]
