@@ -10,12 +10,14 @@ import sys
 import uuid
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from lib import gpu_nodes
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SITE_1G = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
 
 
 def run_plan(kubeconfig, tmp_path, variables, check=False):
@@ -61,6 +63,13 @@ def fleet(k8s_cluster, tmp_path_factory):
     sched = client.SchedulingV1Api(k8s_cluster.api_client())
     existing_pcs = set(pc.metadata.name for pc in sched.list_priority_class().items)
     names["tmp"] = tmp_path_factory.mktemp("plan")
+    # the site's mig-parted file and a previous plan's file: the plan's file keeps their configs (rollback names)
+    (names["tmp"] / "site-mig-config.yaml").write_text(yaml.safe_dump({"version": "v1", "mig-configs": {
+        "all-1g.10gb": SITE_1G, "site-only": [{"devices": "all", "mig-enabled": False}]}}))
+    (names["tmp"] / "out").mkdir()
+    (names["tmp"] / "out" / "mig-config.yaml").write_text(yaml.safe_dump({"version": "v1", "mig-configs": {
+        "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}],
+        "older-plan": [{"devices": [0], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}}))
     yield names
     for ns in (names["search"], names["chat"]):
         try:
@@ -89,6 +98,7 @@ def variables(names, chat_replicas=3):
              "isolation": "shared"}],
         "plan_apply": True, "plan_apply_mig": False, "plan_apply_device_plugin": False,
         "plan_output_dir": str(names["tmp"] / "out"),
+        "plan_site_mig_config_file": str(names["tmp"] / "site-mig-config.yaml"),
     }
 
 
@@ -111,6 +121,15 @@ def test_plan_quotas_on_the_api_server(k8s_cluster, fleet):
     with pytest.raises(ApiException) as e:
         core.create_namespaced_pod(fleet["search"], pod)
     assert e.value.status == 403 and "exceeded quota" in e.value.body
+
+    # the plan's mig-parted file holds the plan's configs, the site's (winning over the previous plan's) and the
+    # previous plan's: mig_reconfigure can roll a node back to the site's all-1g.10gb
+    written = yaml.safe_load((fleet["tmp"] / "out" / "mig-config.yaml").read_text())["mig-configs"]
+    for name, config in plan["mig_parted_config"]["mig-configs"].items():
+        assert written[name] == config
+    if "all-1g.10gb" not in plan["mig_parted_config"]["mig-configs"]:
+        assert written["all-1g.10gb"] == SITE_1G
+    assert "site-only" in written and "older-plan" in written, sorted(written)
 
     second = run_plan(k8s_cluster.kubeconfig, fleet["tmp"], variables(fleet))
     assert [name for name, res in results(second) if res.get("changed")] == []
