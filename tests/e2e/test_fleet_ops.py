@@ -7,7 +7,10 @@
   stopped (the fourth node untouched);
 * an injected ECC error cordons exactly that node; clearing it uncordons it (after hysteresis);
 * a fault that breaks the rollback too (on the fourth node): the run fails saying so, the node stays
-  cordoned, and nothing claims the last good layout the GPUs are not in.
+  cordoned, and nothing claims the last good layout the GPUs are not in;
+* a node whose device plugin config (ConfigMap + DaemonSet DEFAULT_CONFIG of a test-unique deployment)
+  time-slices its GPUs with renameByDefault: the rollout waits for nvidia.com/gpu.shared, not for the
+  mixed-strategy resources of the layout.
 
 The device plugin is played by tests/e2e/lib/sim_device_plugin.py (a thread here): it reads each
 simulated host through the collection's NVML layer and updates its kwok node, as the real plugin
@@ -24,7 +27,7 @@ import pytest
 import yaml
 
 from lib import gpu_nodes
-from lib.sim_device_plugin import SimDevicePlugin, read_facts
+from lib.sim_device_plugin import PluginConfigs, SimDevicePlugin, read_facts
 from lib.wait import wait_for
 
 TOP = gpu_nodes.TOP
@@ -383,3 +386,100 @@ def test_rollback_that_fails_too_is_reported_and_claims_nothing(fleet):
     # the host is in neither layout (a GPU the run never reached may still hold mixed-a100)
     assert layouts not in ([MIXED_PROFILES] * 2, [ALL_1G_PROFILES] * 2), layouts
     assert any(layout not in (MIXED_PROFILES, ALL_1G_PROFILES) for layout in layouts), layouts
+
+
+TIME_SLICED = {"version": "v1", "flags": {"migStrategy": "none"},
+               "sharing": {"timeSlicing": {"renameByDefault": True,
+                                           "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+
+
+def test_time_sliced_node_rolls_out_waiting_for_the_shared_resources(k8s_cluster, tmp_path):
+    """A node whose device plugin config time-slices its GPUs (4 replicas, renameByDefault) advertises
+    nvidia.com/gpu.shared, never the mixed-strategy resources mig_partition reports: the rollout from
+    all-1g.10gb to all-disabled waits for 8 nvidia.com/gpu.shared and succeeds (no wrong rollback)."""
+    import uuid
+    from kubernetes import client
+    unique = uuid.uuid4().hex[:5]
+    name, plugin_ns = "fleet-ts-" + unique, "dp-" + unique
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "mig-config.yaml").write_text(yaml.safe_dump(MIG_CONFIG))
+    sim = str(tmp_path / (name + ".json"))
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "children": {"ts_e2e": {"hosts": {name: {
+            "gpuops_simulator": sim, "gpuops_sim_gpus": [{"model": "a100_80gb", "count": 2}],
+            "gpuops_k8s_node_name": name, "mig_persist": False}}}}}}))
+    setup = tmp_path / "setup.yml"
+    setup.write_text(yaml.safe_dump([{
+        "name": "Simulated host at all-1g.10gb", "hosts": "ts_e2e", "gather_facts": False,
+        "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
+        "tasks": [
+            {"name": "Host", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
+            {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
+            {"name": "Layout", "gpuops.k8s.mig_partition": {
+                "config_file": str(tmp_path / "files" / "mig-config.yaml"), "config": "all-1g.10gb"}},
+        ]}]))
+    rc, out = _playbook([str(setup)], str(inv), k8s_cluster.kubeconfig)
+    assert rc == 0, out[-4000:]
+
+    # the device plugin as gpuops.k8s.device_plugin deploys it: named configs, DEFAULT_CONFIG on the DaemonSet
+    api, api_client = k8s_cluster.core, k8s_cluster.api_client()
+    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=plugin_ns)))
+    api.create_namespaced_config_map(plugin_ns, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dp-configs"},
+        "data": {"default": yaml.safe_dump({"version": "v1", "flags": {"migStrategy": "mixed"}}),
+                 "ts-shared": yaml.safe_dump(TIME_SLICED)}})
+    client.AppsV1Api(api_client).create_namespaced_daemon_set(plugin_ns, {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "dp"},
+        "spec": {"selector": {"matchLabels": {"app": "dp"}},
+                 "template": {"metadata": {"labels": {"app": "dp"}}, "spec": {
+                     "nodeSelector": {"e2e-no-such-node": unique},  # no pod: the simulated plugin below plays it
+                     "containers": [{"name": "nvidia-device-plugin-ctr", "image": "registry.k8s.io/pause:3.10",
+                                     "env": [{"name": "DEFAULT_CONFIG", "value": "ts-shared"}]}]}}}})
+    gpu_nodes.ensure_node(api, name, gpus=[{"model": "a100_80gb", "count": 2}], mig_strategy="none",
+                          mig_config={"1g.10gb": 7},
+                          sharing={"strategy": "time-slicing", "replicas": 4, "rename_by_default": True},
+                          labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success"})
+    plugin = SimDevicePlugin(api, {name: {"simulator": sim, "mig_strategy": "mixed"}},
+                             configs=PluginConfigs(api_client, plugin_ns, "dp"))
+    plugin.start()
+    try:
+        wait_for(lambda: _alloc(api, name, ["nvidia.com/gpu.shared"]) == {"nvidia.com/gpu.shared": "8"}, 60,
+                 what="the time-sliced node advertising nvidia.com/gpu.shared")
+        rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=ts_e2e",
+                             "-e", "mig_reconfigure_config=all-disabled", "-e", "mig_reconfigure_resources_timeout=20",
+                             "-e", "mig_reconfigure_device_plugin_namespace=" + plugin_ns,
+                             "-e", "mig_reconfigure_device_plugin_name=dp"],
+                            str(inv), k8s_cluster.kubeconfig)
+        node = api.read_node(name)
+        assert rc == 0, "%s\nfailure reason: %s" % (
+            out[-6000:], (node.metadata.annotations or {}).get("gpuops.k8s/mig.failure-reason"))
+        labels = node.metadata.labels
+        assert (labels["nvidia.com/mig.config"], labels["nvidia.com/mig.config.state"]) == ("all-disabled", "success")
+        assert not node.spec.unschedulable
+        assert node.status.allocatable.get("nvidia.com/gpu.shared") == "8"
+        assert not [k for k, v in node.status.allocatable.items() if k.startswith("nvidia.com/mig-") and v != "0"]
+        assert [g["mig_mode_current"] for g in read_facts(sim)["gpus"]] == [False, False]
+
+        # the node now runs the mixed config but nothing publishes its new layout: the wait runs out and the
+        # failure reason says what was expected and what the node advertises
+        plugin.stop.set()
+        plugin.join()
+        api.patch_node(name, {"metadata": {"labels": {"nvidia.com/device-plugin.config": "default"}}})
+        rc, out = _playbook(["playbooks/mig_reconfigure.yml", "-e", "target=ts_e2e",
+                             "-e", "mig_reconfigure_config=all-1g.10gb", "-e", "mig_reconfigure_resources_timeout=4",
+                             "-e", "mig_reconfigure_device_plugin_namespace=" + plugin_ns,
+                             "-e", "mig_reconfigure_device_plugin_name=dp"],
+                            str(inv), k8s_cluster.kubeconfig)
+        assert rc != 0, out[-4000:]
+        reason = api.read_node(name).metadata.annotations["gpuops.k8s/mig.failure-reason"]
+        assert reason == (
+            "Wait until the node advertises the new resources: after 4s expected nvidia.com/gpu=0, "
+            "nvidia.com/mig-1g.10gb=14 (device plugin config 'default': migStrategy mixed, no sharing), the node "
+            "advertises nvidia.com/gpu.shared=8 (left over: nvidia.com/gpu.shared=8)"), reason
+    finally:
+        plugin.stop.set()
+        api.delete_namespace(plugin_ns)
+        gpu_nodes.delete_node(api, name)
