@@ -32,7 +32,7 @@ if not os.path.exists(_link):
     os.makedirs(os.path.dirname(_link), exist_ok=True)
     os.symlink(TOP, _link)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
 
@@ -91,9 +91,9 @@ def build_host(path, gpus):
     nvml_sim.save_state(path, nvml_sim.new_state([{"model": "h100_80gb", "count": gpus}], seed=1))
     with open_nvml(path) as nv:
         for i in range(gpus):
-            gpu_state.set_mig_mode(nv, i, True)
+            mig_changes.set_mig_mode(nv, i, True)
             for start in range(7):
-                gpu_state.create_instance(nv, i, "1g.10gb", start, None)
+                mig_changes.create_instance(nv, i, "1g.10gb", start, None)
 
 
 def prepare(hosts, gpus, config_file=False):

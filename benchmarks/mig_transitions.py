@@ -51,6 +51,7 @@ sys.path.insert(0, _root)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan  # noqa: E402
@@ -147,7 +148,7 @@ def _target_devices(targets, pmap):
 
 def _clear(b, index):
     for inst in mig_instances.instances_from_gpu(gpu_state.read_gpu(b, index)):
-        gpu_state.destroy_instance(b, index, inst.gpu_instance_id)
+        mig_changes.destroy_instance(b, index, inst.gpu_instance_id)
 
 
 def apply_flush(path, mig_devices):

@@ -20,6 +20,7 @@ if not os.path.exists(_link):
     os.symlink(TOP, _link)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
 
@@ -30,11 +31,11 @@ def build(path, model, layout):
         for i in range(8):
             if layout is None:
                 continue
-            gpu_state.set_mig_mode(nv, i, True)
+            mig_changes.set_mig_mode(nv, i, True)
             if not gpu_state.read_gpu(nv, i)["mig_mode_current"]:
-                gpu_state.reset_gpu(nv, i)
+                mig_changes.reset_gpu(nv, i)
             for profile, start, cis in layout:
-                gpu_state.create_instance(nv, i, profile, start, cis)
+                mig_changes.create_instance(nv, i, profile, start, cis)
 
 
 class Counting(object):

@@ -286,30 +286,32 @@ def _err_text(e):
 def _apply(nvml, works, completed):
     """Execute every GPU's actions in order; ``completed`` collects the done ones. Returns the set
     of GPU indexes whose mode change is waiting for a reset."""
+    # the changes are loaded here only: check mode never changes a GPU
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # pylint: disable=import-outside-toplevel
     waiting = set()
     for w in works:
         idx = w.gpu["index"]
         if w.mode_action == "disable_mig":
             for a in w.destroy_actions():
-                _run(a, completed, gpu_state.destroy_instance, nvml, idx, a["gpu_instance_id"])
+                _run(a, completed, mig_changes.destroy_instance, nvml, idx, a["gpu_instance_id"])
             a = w.mode_actions()[0]
-            res = _run(a, completed, gpu_state.set_mig_mode, nvml, idx, False)
+            res = _run(a, completed, mig_changes.set_mig_mode, nvml, idx, False)
             if res and res.get("current"):
                 waiting.add(idx)
             continue
         active = bool(w.gpu.get("mig_mode_current"))
         if w.mode_action == "enable_mig":
             a = w.mode_actions()[0]
-            res = _run(a, completed, gpu_state.set_mig_mode, nvml, idx, True)
+            res = _run(a, completed, mig_changes.set_mig_mode, nvml, idx, True)
             active = bool(res and res.get("current"))
         if not active:
             waiting.add(idx)
             continue
         for a in w.destroy_actions():
-            _run(a, completed, gpu_state.destroy_instance, nvml, idx, a["gpu_instance_id"])
+            _run(a, completed, mig_changes.destroy_instance, nvml, idx, a["gpu_instance_id"])
         for a in w.create_actions():
             p = w.pmap[a["profile"]]
-            made = _run(a, completed, gpu_state.create_instance, nvml, idx, p, a["placement"]["start"],
+            made = _run(a, completed, mig_changes.create_instance, nvml, idx, p, a["placement"]["start"],
                         list(a["compute_instances"]))
             if made:
                 ids = [m.get("gpu_instance_id") for m in made if isinstance(m, dict)]

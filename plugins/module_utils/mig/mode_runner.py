@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
 
@@ -150,7 +151,7 @@ def run_mig_mode(nvml, params, check_mode=False):
                     if not _needs_reset_for_mode(gpu):
                         gpu["mig_mode_current"] = enabled
                 else:
-                    res = gpu_state.set_mig_mode(nvml, step["index"], enabled)
+                    res = mig_changes.set_mig_mode(nvml, step["index"], enabled)
                     gpu["mig_mode_current"], gpu["mig_mode_pending"] = res["current"], res["pending"]
                 changed = True
             if step["reset"]:
@@ -158,7 +159,7 @@ def run_mig_mode(nvml, params, check_mode=False):
                 if check_mode:
                     gpu["mig_mode_current"] = gpu["mig_mode_pending"]
                 else:
-                    gpu_state.reset_gpu(nvml, step["index"])
+                    mig_changes.reset_gpu(nvml, step["index"])
                 changed = True
     except NvmlError as e:
         done = actions[:-1]

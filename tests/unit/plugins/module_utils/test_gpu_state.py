@@ -5,6 +5,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import IN_USE, NvmlError, open_nvml
@@ -27,9 +28,9 @@ def host(tmp_path):
 
 
 def enable(nv, index):
-    gpu_state.set_mig_mode(nv, index, True)
+    mig_changes.set_mig_mode(nv, index, True)
     if not gpu_state.read_gpu(nv, index)["mig_mode_current"]:
-        gpu_state.reset_gpu(nv, index)
+        mig_changes.reset_gpu(nv, index)
 
 
 def test_read_host_shape(host):
@@ -50,8 +51,8 @@ def test_read_host_shape(host):
 
 def test_set_mig_mode_reports_activation(host):
     with open_nvml(host) as nv:
-        assert gpu_state.set_mig_mode(nv, 0, True) == {"current": False, "pending": True, "activation_status": 16}
-        assert gpu_state.set_mig_mode(nv, 1, True) == {"current": True, "pending": True, "activation_status": 0}
+        assert mig_changes.set_mig_mode(nv, 0, True) == {"current": False, "pending": True, "activation_status": 16}
+        assert mig_changes.set_mig_mode(nv, 1, True) == {"current": True, "pending": True, "activation_status": 0}
 
 
 def test_live_profiles_catalog_fallback_then_live(host):
@@ -98,18 +99,18 @@ def test_live_values_win_over_the_catalog(host, monkeypatch):
 def test_create_read_destroy(host):
     with open_nvml(host) as nv:
         enable(nv, 0)
-        made = gpu_state.create_instance(nv, 0, "3g.40gb", 4, [2, 1])
+        made = mig_changes.create_instance(nv, 0, "3g.40gb", 4, [2, 1])
         assert [i["profile"] for i in made] == ["2c.3g.40gb", "1c.3g.40gb"]
         assert all(INSTANCE_KEYS <= set(i) for i in made)
         assert made[0]["placement"] == {"start": 4, "size": 4}
         assert made[0]["gpu_instance_id"] == 2
-        full = gpu_state.create_instance(nv, 0, cat.get_profile(cat.CATALOG["a100_80gb"], "1g.10gb"), 0)
+        full = mig_changes.create_instance(nv, 0, cat.get_profile(cat.CATALOG["a100_80gb"], "1g.10gb"), 0)
         assert [i["profile"] for i in full] == ["1g.10gb"]
         assert full[0]["uuid"].startswith("MIG-") and full[0]["memory_mib"] == 9728
         gpu = gpu_state.read_gpu(nv, 0)
         assert [(i["profile"], i["gpu_instance_id"], i["compute_instance_id"]) for i in gpu["instances"]] == [
             ("1g.10gb", 7, 0), ("2c.3g.40gb", 2, 0), ("1c.3g.40gb", 2, 1)]
-        gpu_state.destroy_instance(nv, 0, 2)
+        mig_changes.destroy_instance(nv, 0, 2)
         assert [i["profile"] for i in gpu_state.read_gpu(nv, 0)["instances"]] == ["1g.10gb"]
 
 
@@ -117,16 +118,16 @@ def test_create_validates_before_touching_nvml(host):
     with open_nvml(host) as nv:
         enable(nv, 0)
         with pytest.raises(GpuOpsError) as e:
-            gpu_state.create_instance(nv, 0, "5g.50gb", 0)
+            mig_changes.create_instance(nv, 0, "5g.50gb", 0)
         assert "valid profiles" in e.value.msg and "3g.40gb" in e.value.msg
         with pytest.raises(GpuOpsError) as e:
-            gpu_state.create_instance(nv, 0, "3g.40gb", 2)
+            mig_changes.create_instance(nv, 0, "3g.40gb", 2)
         assert "valid starts: 0, 4" in e.value.msg
         with pytest.raises(GpuOpsError) as e:
-            gpu_state.create_instance(nv, 0, "4g.40gb", 0, [3])
+            mig_changes.create_instance(nv, 0, "4g.40gb", 0, [3])
         assert "valid sizes: 1, 2, 4" in e.value.msg
         with pytest.raises(GpuOpsError) as e:
-            gpu_state.create_instance(nv, 2, "1g.10gb", 0)
+            mig_changes.create_instance(nv, 2, "1g.10gb", 0)
         assert "does not support MIG" in e.value.msg
         assert gpu_state.read_gpu(nv, 0)["instances"] == []
 
@@ -139,18 +140,18 @@ def test_create_rolls_back_when_a_compute_instance_fails(host):
     nvml_sim.save_state(host, state)
     with open_nvml(host) as nv:
         with pytest.raises(NvmlError) as e:
-            gpu_state.create_instance(nv, 1, "2g.20gb", 0)
+            mig_changes.create_instance(nv, 1, "2g.20gb", 0)
         assert e.value.details["rolled_back"] is True
         assert gpu_state.read_gpu(nv, 1)["instances"] == []
         # the re-run converges
-        assert [i["profile"] for i in gpu_state.create_instance(nv, 1, "2g.20gb", 0)] == ["2g.20gb"]
+        assert [i["profile"] for i in mig_changes.create_instance(nv, 1, "2g.20gb", 0)] == ["2g.20gb"]
 
 
 def test_busy_instance_is_reported_and_not_destroyed(host):
     with open_nvml(host) as nv:
         enable(nv, 1)
-        gpu_state.create_instance(nv, 1, "1g.10gb", 0)
-        gpu_state.create_instance(nv, 1, "1g.10gb", 1)
+        mig_changes.create_instance(nv, 1, "1g.10gb", 0)
+        mig_changes.create_instance(nv, 1, "1g.10gb", 1)
     state = nvml_sim.load_state(host)
     state["gpus"][1]["processes"] = [{"pid": 1234, "name": "python", "gpu_instance_id": 8}]
     nvml_sim.save_state(host, state)
@@ -160,12 +161,12 @@ def test_busy_instance_is_reported_and_not_destroyed(host):
         assert gpu["processes"] == [{"pid": 1234, "name": "python", "gpu_instance_id": 8, "compute_instance_id": 0,
                                      "used_memory_mib": 0}]
         with pytest.raises(NvmlError) as e:
-            gpu_state.destroy_instance(nv, 1, 8)
+            mig_changes.destroy_instance(nv, 1, 8)
         assert e.value.value == IN_USE and "1234" in e.value.msg
         with pytest.raises(NvmlError) as e:
-            gpu_state.reset_gpu(nv, 1)
+            mig_changes.reset_gpu(nv, 1)
         assert e.value.value == IN_USE
-        gpu_state.destroy_instance(nv, 1, 7)
+        mig_changes.destroy_instance(nv, 1, 7)
         assert [i["gpu_instance_id"] for i in gpu_state.read_gpu(nv, 1)["instances"]] == [8]
 
 
@@ -178,7 +179,7 @@ def test_gpu_instance_without_compute_instance(host):
         assert inst["profile"] == "2g.20gb"
         assert inst["compute_instance_id"] is None and inst["uuid"] is None
         assert inst["has_compute_instance"] is False
-        gpu_state.destroy_instance(nv, 1, inst["gpu_instance_id"])
+        mig_changes.destroy_instance(nv, 1, inst["gpu_instance_id"])
         assert gpu_state.read_gpu(nv, 1)["instances"] == []
 
 
@@ -200,7 +201,7 @@ def test_gpu_info_of_a_partitioned_eight_gpu_host(tmp_path):
         for i in range(8):
             enable(nv, i)
             for s in range(7):
-                gpu_state.create_instance(nv, i, "1g.10gb", s)
+                mig_changes.create_instance(nv, i, "1g.10gb", s)
     info = gpu_state.gpu_info(path, diagram=False)
     assert [len(g["instances"]) for g in info["gpus"]] == [7] * 8
     assert len(set(i["uuid"] for g in info["gpus"] for i in g["instances"])) == 56
@@ -249,8 +250,8 @@ def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
 
 def test_create_on_a_gpu_whose_mig_mode_is_pending_says_so(host):
     with open_nvml(host) as nv:
-        gpu_state.set_mig_mode(nv, 0, True)
+        mig_changes.set_mig_mode(nv, 0, True)
         with pytest.raises(NvmlError) as e:
-            gpu_state.create_instance(nv, 0, "1g.10gb", 0)
+            mig_changes.create_instance(nv, 0, "1g.10gb", 0)
     assert e.value.value == 3
     assert "MIG mode is not enabled (current: off, pending: on)" in e.value.msg and "reset" in e.value.msg

@@ -4,6 +4,7 @@
 import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import mode_runner as mig_mode_runner
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -107,7 +108,7 @@ def test_reset_refused_while_busy_names_pids(host):
 def test_disable_with_instances_fails_and_destroys_nothing(host):
     run(host, devices=[2])
     with open_nvml(host) as nv:
-        gpu_state.create_instance(nv, 2, "3g.71gb", 0)
+        mig_changes.create_instance(nv, 2, "3g.71gb", 0)
     with pytest.raises(GpuOpsError) as e:
         run(host, state="disabled", devices=[2])
     assert "3g.71gb" in e.value.msg and "mig_partition" in e.value.msg
