@@ -28,14 +28,22 @@ class MigReads(object):
             jpegCount=eng["jpeg"], ofaCount=eng["ofa"], memorySizeMB=p.memory_mib, name=("MIG " + p.name).encode(),
         )
 
+    def _driver_lists_profiles(self):
+        """True when the state's driver lists MIG profiles with MIG mode off (R580 on); parsed once per version."""
+        version = self.state.get("driver_version") or "0"
+        known = getattr(self, "_lists_profiles", None)
+        if known is None or known[0] != version:
+            known = (version, cat.version_tuple(version)[0] >= PROFILES_WITHOUT_MIG_DRIVER)
+            self._lists_profiles = known  # pylint: disable=attribute-defined-outside-init
+        return known[1]
+
     def _profile_gpu(self, call, handle):
         """GPU state for profile queries. With MIG mode off, drivers before R580 answer NOT_SUPPORTED (535
         cannot list profiles then, as mig-parted documents); R580 lists them (read off a real H200 with
         580.159.04 and MIG disabled: tests/unit/plugins/module_utils/fixtures/hardware/)."""
         gpu = self._gpu(call, handle)
         model = self._model(gpu)
-        driver_lists = cat.version_tuple(self.state.get("driver_version") or "0")[0] >= PROFILES_WITHOUT_MIG_DRIVER
-        if model.profiles and (gpu.get("mig_mode_current") or driver_lists):
+        if model.profiles and (gpu.get("mig_mode_current") or self._driver_lists_profiles()):
             return gpu, model
         raise NvmlError(NOT_SUPPORTED, call=call)
 

@@ -91,7 +91,8 @@ class SimReader(MigReads, Backend):
         """Seeded random faults hit mutating calls only: see ``sim.writer``."""
 
     def _fault(self, call, gpu=None):
-        i, f = self._matching_fault(self.state.get("faults") or [], call, gpu)
+        faults = self.state.get("faults")
+        i, f = self._matching_fault(faults, call, gpu) if faults else (None, None)
         if f is None:
             self._random_fault(call)
             return

@@ -285,6 +285,10 @@ def load_state(path):
     return state
 
 
+def _field(where, key):
+    return "%s.%s" % (where, key) if where else key
+
+
 class _Shape(object):
     """Checks one state file's shape; every error names the file, the path and the field."""
 
@@ -297,33 +301,34 @@ class _Shape(object):
                           path=self.path, field=field)
 
     def get(self, obj, key, where, kind, required=True, nullable=False):
-        field = "%s.%s" % (where, key) if where else key
         if key not in obj:
             if required:
-                self.fail(field, "is missing (%s)" % _KINDS[kind])
+                self.fail(_field(where, key), "is missing (%s)" % _KINDS[kind])
             return None
         value = obj[key]
         if value is None and nullable:
             return None
-        self.check(value, field, kind)
+        if not _CHECKS[kind](value):
+            self.check(value, _field(where, key), kind)
         return value
 
     def check(self, value, field, kind):
-        ok = {
-            "int": isinstance(value, int) and not isinstance(value, bool),
-            "mode": isinstance(value, int) and value in (0, 1),
-            "str": isinstance(value, str),
-            "list": isinstance(value, list),
-            "dict": isinstance(value, dict),
-            "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-            "code": isinstance(value, (str, int)) and not isinstance(value, bool),
-        }[kind]
-        if not ok:
+        if not _CHECKS[kind](value):
             self.fail(field, "must be %s, got %s" % (_KINDS[kind], json.dumps(value)[:60]))
 
 
 _KINDS = {"int": "an integer", "mode": "0 or 1", "str": "a string", "list": "a list", "dict": "a mapping",
           "number": "a number", "code": "an NVML error name or code"}
+# one test per kind (every gpu_info reads and checks the whole file: only the asked test runs)
+_CHECKS = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "mode": lambda v: isinstance(v, int) and v in (0, 1),
+    "str": lambda v: isinstance(v, str),
+    "list": lambda v: isinstance(v, list),
+    "dict": lambda v: isinstance(v, dict),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "code": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
+}
 
 
 def validate_state(state, path):
