@@ -21,8 +21,9 @@ description:
     the node's allocatable.
   - The node's config is the one its C(nvidia.com/device-plugin.config) label names, else the default
     (C(DEFAULT_CONFIG) of the plugin's DaemonSet), as the plugin's config-manager picks it. Its C(migStrategy)
-    (C(single) advertises MIG devices as C(nvidia.com/gpu)) and time-slicing or MPS replicas (each device
-    advertised C(replicas) times, as C(<resource>.shared) with C(renameByDefault)) apply.
+    (C(single) advertises MIG devices as C(nvidia.com/gpu)) and time-slicing or MPS replicas (each device of a
+    resource the config lists advertised that resource's C(replicas) times, as C(<resource>.shared) with
+    C(renameByDefault); a resource it does not list is not shared) apply.
   - Without a device plugin deployed by gpuops.k8s.device_plugin (O(plugin) null), or when neither names a
     config, the mixed strategy without sharing (what M(gpuops.k8s.mig_partition) reports as C(resources)).
   - Met when every expected resource has exactly the expected count and no other device plugin resource
@@ -95,7 +96,7 @@ _value:
       description: Its C(migStrategy) (C(mixed) without a config).
       type: str
     sharing:
-      description: Its sharing (C(strategy), C(replicas), C(rename_by_default)), null without.
+      description: Its sharing (C(strategy), C(replicas), C(resources) - the replicas of each resource it shares, C(rename_by_default)), null without.
       type: dict
     message:
       description: Empty when met, else what was expected and what the node advertises.

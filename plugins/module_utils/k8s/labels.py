@@ -17,8 +17,9 @@ Facts (shared/reference/k8s-gpu-stack.md sections 1.5, 1.6, 2.2):
   advertised). ``gpu.product/count/memory`` describe the MIG device.
 * ``mixed``: full GPUs stay ``nvidia.com/gpu``; each MIG profile whose compute-instance slices equal
   its GPU-instance slices is ``nvidia.com/mig-<profile>`` ('+' becomes '.'), with per-profile labels.
-* Sharing (time-slicing, MPS): each device is advertised ``replicas`` times; ``gpu.replicas`` is
-  the replica count, 1 when nothing is shared (GFD always runs with a config, so ``getReplicas`` is
+* Sharing (time-slicing, MPS): each device of a resource the config lists is advertised that resource's
+  ``replicas`` times (a resource it does not list is not shared; the shorthand without ``resources`` shares
+  every resource); ``<resource>.replicas`` is the replica count, 1 when the resource is not shared (GFD always runs with a config, so ``getReplicas`` is
   1 for an unshared resource). GFD labels MIG-enabled parent GPUs without sharing
   (``NewGPUResourceLabelerWithoutSharing``): when every GPU of the product has MIG enabled,
   ``gpu.replicas`` is 0 and ``gpu.sharing-strategy`` none (a full GPU of the same product overrides
@@ -201,8 +202,37 @@ def _sharing(sharing):
         raise GpuOpsError("sharing replicas must be an integer >= 2 for %s, got %r" % (strategy, replicas))
     if replicas < 2:
         raise GpuOpsError("number of replicas must be >= 2 for %s sharing, got %d" % (strategy, replicas))
-    return {"strategy": strategy, "replicas": replicas,
+    resources = sharing.get("resources")
+    if resources is not None:
+        # the device plugin replicates only the resources its config lists, each with its own replicas
+        if not isinstance(resources, dict) or not resources:
+            raise GpuOpsError("sharing resources must map each shared resource (nvidia.com/gpu, "
+                              "nvidia.com/mig-<profile>) to its replicas, got %r" % (resources,))
+        try:
+            resources = dict((str(k), int(v)) for k, v in resources.items())
+        except (TypeError, ValueError):
+            raise GpuOpsError("sharing resources: replicas must be integers >= 2, got %r" % (sharing["resources"],))
+        if any(v < 2 for v in resources.values()):
+            raise GpuOpsError("sharing resources: replicas must be >= 2, got %r" % (resources,))
+    return {"strategy": strategy, "replicas": replicas, "resources": resources,
             "rename_by_default": bool(sharing.get("rename_by_default", False))}
+
+
+def _resource_share(share, resource):
+    """How the device plugin and GFD share one physical resource: ``(replicas, advertised name, product suffix,
+    sharing-strategy label, replicas label)``. Only a resource the config replicates is shared (every resource when
+    the sharing config lists none, as the lab's ``sharing: {strategy, replicas}`` shorthand means)."""
+    if not share or share["strategy"] == "none":
+        return 1, resource, "", "none", "1"
+    if share.get("resources") is None:
+        replicas = share["replicas"]
+    elif resource in share["resources"]:
+        replicas = share["resources"][resource]
+    else:
+        return 1, resource, "", "none", "1"
+    renamed = share["rename_by_default"]
+    return (replicas, resource + ".shared" if renamed else resource, "" if renamed else "-SHARED",
+            share["strategy"], str(replicas))
 
 
 # ---------------------------------------------------------------------------------------- outputs
@@ -248,12 +278,8 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
     first = devs[0]
     model = first["model"]
     product = gpu_catalog.product_label(first["name"])
-    replicas = share["replicas"] if share else 1
-    shared = bool(share) and share["strategy"] != "none"
-    renamed = shared and share["rename_by_default"]
-    suffix = "-SHARED" if shared and not renamed else ""
-    strategy_label = share["strategy"] if shared else "none"
-    replicas_label = str(share["replicas"]) if shared else "1"
+    # full GPUs, and MIG devices with the single strategy, are nvidia.com/gpu
+    replicas, gpu_name, suffix, strategy_label, replicas_label = _resource_share(share, GPU_RESOURCE)
     # every GPU of the product has MIG enabled: GFD labels the parents without sharing
     parents_only = all(g["mig_enabled"] for g in devs if g["name"] == first["name"])
     parent_suffix = "" if parents_only else suffix
@@ -278,9 +304,6 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
             "nvidia.com/cuda.driver-version.revision": parts[2],
         })
 
-    def advertised(resource):
-        return resource + ".shared" if renamed else resource
-
     capacity = {}
     devices = []
 
@@ -289,7 +312,7 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
             labels["nvidia.com/mig.strategy"] = "single"
         labels.update(_gpu_labels(product + parent_suffix, len(devs), first["memory_mib"], parent_replicas,
                                   parent_strategy))
-        capacity[advertised(GPU_RESOURCE)] = len(devs) * replicas
+        capacity[gpu_name] = len(devs) * replicas
         devices = [GPU_RESOURCE] * len(devs)
     elif mig_strategy == "single":
         labels["nvidia.com/mig.strategy"] = "single"
@@ -301,7 +324,7 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
         uniform = all_mig and one_profile and one_model
         if not uniform:
             labels.update(_gpu_labels(product + "-MIG-INVALID", 0, 0, "0", ""))
-            capacity[advertised(GPU_RESOURCE)] = 0
+            capacity[gpu_name] = 0
         else:
             prof = gpu_catalog.get_profile(model, only[0])
             count = len(only) * len(devs)
@@ -312,14 +335,14 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
             labels.update(_engine_labels(GPU_RESOURCE, model, prof))
             if prof.sm:
                 labels["nvidia.com/gpu.multiprocessors"] = str(prof.sm)
-            capacity[advertised(GPU_RESOURCE)] = count * replicas
+            capacity[gpu_name] = count * replicas
             devices = [GPU_RESOURCE] * count
     else:  # mixed
         labels["nvidia.com/mig.strategy"] = "mixed"
         full = [g for g in devs if not g["mig_enabled"]]
         labels.update(_gpu_labels(product + parent_suffix, len(devs), first["memory_mib"], parent_replicas,
                                   parent_strategy))
-        capacity[advertised(GPU_RESOURCE)] = len(full) * replicas
+        capacity[gpu_name] = len(full) * replicas
         devices = [GPU_RESOURCE] * len(full)
         per_profile = {}
         for g in devs:
@@ -332,15 +355,16 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
         for pname in sorted(per_profile):
             g, prof, count = per_profile[pname]
             res = gpu_catalog.resource_name(pname, "mixed")
-            capacity[advertised(res)] = count * replicas
+            res_replicas, res_name, res_suffix, res_strategy, res_replicas_label = _resource_share(share, res)
+            capacity[res_name] = count * res_replicas
             devices.extend([res] * count)
             labels.update({
                 res + ".count": str(count),
                 res + ".memory": str(prof.memory_mib),
                 res + ".product": "%s-MIG-%s%s" % (gpu_catalog.product_label(g["name"]),
-                                                   gpu_catalog.label_safe(pname), suffix),
-                res + ".replicas": replicas_label,
-                res + ".sharing-strategy": strategy_label,
+                                                   gpu_catalog.label_safe(pname), res_suffix),
+                res + ".replicas": res_replicas_label,
+                res + ".sharing-strategy": res_strategy,
                 res + ".slices.gi": str(prof.compute_slices),
                 res + ".slices.ci": str(prof.compute_slices),
             })

@@ -308,13 +308,15 @@ def validate_device_plugin_config(name, config):
 
 def device_plugin_config_effect(name, config):
     """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
-    ``{"mig_strategy", "sharing"}`` with sharing None or ``{strategy, replicas, rename_by_default}``,
+    ``{"mig_strategy", "sharing"}`` with sharing None or ``{strategy, replicas, resources, rename_by_default}``,
     the arguments of ``labels.node_gpu_state``. Raises GpuOpsError when the config is not valid."""
     cfg, dummy, summary = validate_device_plugin_config(name, config)
     sharing = None
     if summary["sharing"] != "none":
         kind = "mps" if summary["sharing"] == "mps" else "timeSlicing"
+        # only the resources the config lists are replicated, each with its own replicas
         sharing = {"strategy": summary["sharing"], "replicas": summary["replicas"],
+                   "resources": dict((r["name"], r["replicas"]) for r in cfg["sharing"][kind]["resources"]),
                    "rename_by_default": bool(cfg["sharing"][kind].get("renameByDefault", False))}
     return {"mig_strategy": summary["mig_strategy"], "sharing": sharing}
 

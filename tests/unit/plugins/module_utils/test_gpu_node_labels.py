@@ -103,6 +103,29 @@ def test_time_slicing_mig_mixed():
     assert s["labels"]["nvidia.com/mig-1g.10gb.replicas"] == "2"
 
 
+def test_time_slicing_only_the_listed_resources():
+    """As GFD's resource labeler: a resource the sharing config does not list keeps replicas 1, no -SHARED suffix
+    and sharing-strategy none; each listed one has its own replicas."""
+    gpu_only = {"strategy": "time-slicing", "replicas": 4, "resources": {"nvidia.com/gpu": 4}}
+    mixed = [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}, {"devices": [1], "mig-enabled": False}]
+    s = node_gpu_state(A100x2, "mixed", mixed, sharing=gpu_only)
+    assert s["capacity"] == {"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "7"}
+    assert s["labels"]["nvidia.com/gpu.replicas"] == "4"
+    assert s["labels"]["nvidia.com/gpu.product"].endswith("-SHARED")
+    assert s["labels"]["nvidia.com/mig-1g.10gb.replicas"] == "1"
+    assert s["labels"]["nvidia.com/mig-1g.10gb.sharing-strategy"] == "none"
+    assert not s["labels"]["nvidia.com/mig-1g.10gb.product"].endswith("-SHARED")
+    renamed = dict(gpu_only, rename_by_default=True, resources={"nvidia.com/gpu": 4, "nvidia.com/mig-1g.10gb": 2})
+    s = node_gpu_state(A100x2, "mixed", mixed, sharing=renamed)
+    assert s["capacity"] == {"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb.shared": "14"}
+    assert s["labels"]["nvidia.com/mig-1g.10gb.replicas"] == "2"
+    assert s["labels"]["nvidia.com/mig-1g.10gb.sharing-strategy"] == "time-slicing"
+    # a config that shares only the MIG slices leaves the full GPUs alone
+    s = node_gpu_state(A100x2, "mixed", mixed, sharing=dict(gpu_only, resources={"nvidia.com/mig-1g.10gb": 3}))
+    assert s["capacity"] == {"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "21"}
+    assert s["labels"]["nvidia.com/gpu.replicas"] == "1" and s["labels"]["nvidia.com/gpu.sharing-strategy"] == "none"
+
+
 def test_sharing_none_config_replicas_one():
     s = node_gpu_state(A100x2, sharing={"strategy": "none"})
     assert s["labels"]["nvidia.com/gpu.replicas"] == "1"
@@ -122,6 +145,10 @@ def test_mps():
     (dict(gpus=A100x2, mig_strategy="weird"), "none, single, mixed"),
     (dict(gpus=A100x2, sharing={"strategy": "time-slicing", "replicas": 1}), ">= 2"),
     (dict(gpus=A100x2, sharing={"strategy": "magic"}), "time-slicing"),
+    (dict(gpus=A100x2, sharing={"strategy": "time-slicing", "replicas": 2, "resources": {"nvidia.com/gpu": 1}}),
+     ">= 2"),
+    (dict(gpus=A100x2, sharing={"strategy": "time-slicing", "replicas": 2, "resources": ["nvidia.com/gpu"]}),
+     "map each shared resource"),
     (dict(gpus=A100x2, mig_strategy="mixed", mig_config={"2g.10gb": 1}), "valid profiles"),
     (dict(gpus=A100x2, mig_strategy="mixed", mig_config={"1g.10gb": 8}), "at most 7"),
     (dict(gpus=A100x2, mig_strategy="mixed", mig_config={"4g.40gb": 1, "3g.40gb": 2}), "slices"),

@@ -195,7 +195,8 @@ def test_time_slicing_renamed_advertises_gpu_shared():
     assert check["met"], check["message"]
     assert check["expected"] == {"nvidia.com/gpu.shared": "8"}
     assert check["config"] == "ts-renamed" and check["mig_strategy"] == "none"
-    assert check["sharing"] == {"strategy": "time-slicing", "replicas": 4, "rename_by_default": True}
+    assert check["sharing"] == {"strategy": "time-slicing", "replicas": 4, "resources": {"nvidia.com/gpu": 4},
+                                "rename_by_default": True}
     assert check["message"] == ""
     # the old expectation (mig_partition's resources, mixed without sharing) is not what this node advertises
     assert not mr.expected_resources_met(n, {"nvidia.com/gpu": 2})
@@ -224,6 +225,28 @@ def test_mps_replicas():
     assert check["met"] and check["sharing"]["strategy"] == "mps"
     assert "mps x2" in mr.resources_check(plugin_node({"nvidia.com/gpu": "2"}, "mps"), NO_MIG,
                                           plugin("default"))["message"]
+
+
+def test_mixed_strategy_time_slices_only_the_resources_the_config_lists():
+    """The plugin replicates only the listed resources: a mixed node that time-slices nvidia.com/gpu keeps its MIG
+    slices single, one that also lists a MIG profile replicates that profile with its own count."""
+    gpus = [gpu(0, ["1g.10gb"] * 7), gpu(1)]
+    configs = plugin("default", **{
+        "mixed-ts-gpu": {"version": "v1", "flags": {"migStrategy": "mixed"}, "sharing": {"timeSlicing": {
+            "renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}},
+        "mixed-ts-both": {"version": "v1", "flags": {"migStrategy": "mixed"}, "sharing": {"timeSlicing": {
+            "resources": [{"name": "nvidia.com/gpu", "replicas": 4},
+                          {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}}}})
+    check = mr.resources_check(plugin_node({"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb": "7"},
+                                           "mixed-ts-gpu"), gpus, configs)
+    assert check["met"], check["message"]
+    assert check["expected"] == {"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb": "7"}
+    # replicating the slices too (what one replica count for every resource would expect) is not what it shows
+    assert not mr.resources_check(plugin_node({"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb": "28"},
+                                              "mixed-ts-gpu"), gpus, configs)["met"]
+    both = mr.resources_check(plugin_node({"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "14"}, "mixed-ts-both"),
+                              gpus, configs)
+    assert both["met"] and both["expected"] == {"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "14"}
 
 
 def test_single_strategy_advertises_mig_devices_as_gpu():
