@@ -37,6 +37,7 @@ Facts (shared/reference/k8s-gpu-stack.md sections 1.5, 1.6, 2.2):
 from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 MIG_STRATEGIES = ("none", "single", "mixed")
@@ -96,7 +97,8 @@ def _gpus_from_fleet(fleet_gpus):
 
 
 def _gpus_from_facts(facts_gpus):
-    """``gpu_info`` facts (its ``gpus`` list) -> one dict per GPU; MIG devices from the live instances."""
+    """``gpu_info`` facts (its ``gpus`` list) -> one dict per GPU; MIG devices from the live instances (a GPU
+    instance without compute instance is no device, as the device plugin sees it)."""
     if not isinstance(facts_gpus, list) or not facts_gpus:
         raise GpuOpsError("gpu_facts must be the non-empty gpus list of gpuops.k8s.gpu_info")
     out = []
@@ -107,7 +109,8 @@ def _gpus_from_facts(facts_gpus):
         devices = []
         if g.get("mig_mode_current"):
             for inst in g.get("instances") or []:
-                devices.append(str(inst["profile"]))
+                if mig_instances.row_is_mig_device(inst):
+                    devices.append(str(inst["profile"]))
         out.append({"model": model, "name": g.get("name") or gpu_catalog.variant_for(model).nvml_name,
                     "memory_mib": int(g.get("memory_total_mib") or model.total_memory_mib),
                     "mig_enabled": bool(g.get("mig_mode_current")), "mig_devices": devices})

@@ -18,7 +18,6 @@ from __future__ import annotations
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
 
 LABEL_CONFIG = "nvidia.com/mig.config"
 LABEL_STATE = "nvidia.com/mig.config.state"
@@ -219,14 +218,9 @@ def plugin_effect(node, plugin):
 def layout_resources(gpus, effect=None):
     """The ``nvidia.com/*`` resources the device plugin advertises for ``gpus`` (the ``gpus`` list of
     ``mig_partition`` / ``gpu_info``) with ``effect`` (``{mig_strategy, sharing}``, default mixed without
-    sharing). Lost GPUs and GPU instances without a compute instance are no devices."""
+    sharing). Lost GPUs are no devices (nor, in ``labels.node_gpu_state``, GPU instances without compute instance)."""
     effect = effect or DEFAULT_PLUGIN_EFFECT
-    facts = []
-    for gpu in gpus or []:
-        if gpu.get("lost"):
-            continue
-        gpu = dict(gpu, instances=[row for row in gpu.get("instances") or [] if mig_instances.row_is_mig_device(row)])
-        facts.append(gpu)
+    facts = [gpu for gpu in gpus or [] if not gpu.get("lost")]
     if not facts:
         return {}
     state = gpu_labels.node_gpu_state(gpu_facts=facts, mig_strategy=effect["mig_strategy"], sharing=effect["sharing"])
@@ -244,8 +238,9 @@ def _fmt_effect(effect):
         how = "device plugin config '%s': migStrategy %s" % (effect["config"], effect["mig_strategy"])
         sharing = effect.get("sharing")
         if sharing:
-            how += ", %s x%s%s" % (sharing["strategy"], sharing["replicas"],
-                                   " renamed .shared" if sharing.get("rename_by_default") else "")
+            shared = sharing.get("resources") or {"every resource": sharing["replicas"]}
+            how += ", %s %s%s" % (sharing["strategy"], ", ".join("x%s for %s" % (n, r) for r, n in sorted(shared.items())),
+                                  " renamed .shared" if sharing.get("rename_by_default") else "")
         else:
             how += ", no sharing"
     return how

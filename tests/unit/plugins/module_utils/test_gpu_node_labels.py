@@ -126,6 +126,13 @@ def test_time_slicing_only_the_listed_resources():
     assert s["labels"]["nvidia.com/gpu.replicas"] == "1" and s["labels"]["nvidia.com/gpu.sharing-strategy"] == "none"
 
 
+def test_gpu_instance_without_compute_instance_is_no_device():
+    facts = [{"index": 0, "model": "a100_80gb", "mig_mode_current": True, "instances": [
+        {"profile": "3g.40gb", "has_compute_instance": True, "compute_slices": 3},
+        {"profile": "3g.40gb", "has_compute_instance": False, "compute_slices": 0}]}]
+    assert node_gpu_state(gpu_facts=facts, mig_strategy="mixed")["capacity"]["nvidia.com/mig-3g.40gb"] == "1"
+
+
 def test_sharing_none_config_replicas_one():
     s = node_gpu_state(A100x2, sharing={"strategy": "none"})
     assert s["labels"]["nvidia.com/gpu.replicas"] == "1"

@@ -207,7 +207,7 @@ def test_time_slicing_renamed_advertises_gpu_shared():
     assert check["stale"] == {"nvidia.com/mig-1g.10gb": "14"}
     assert check["message"] == (
         "expected nvidia.com/gpu.shared=8 (device plugin config 'ts-renamed': migStrategy none, time-slicing x4 "
-        "renamed .shared), the node advertises nvidia.com/gpu=0, nvidia.com/mig-1g.10gb=14 "
+        "for nvidia.com/gpu renamed .shared), the node advertises nvidia.com/gpu=0, nvidia.com/mig-1g.10gb=14 "
         "(left over: nvidia.com/mig-1g.10gb=14)"), check["message"]
 
 
@@ -242,8 +242,10 @@ def test_mixed_strategy_time_slices_only_the_resources_the_config_lists():
     assert check["met"], check["message"]
     assert check["expected"] == {"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb": "7"}
     # replicating the slices too (what one replica count for every resource would expect) is not what it shows
-    assert not mr.resources_check(plugin_node({"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb": "28"},
-                                              "mixed-ts-gpu"), gpus, configs)["met"]
+    wrong = mr.resources_check(plugin_node({"nvidia.com/gpu.shared": "4", "nvidia.com/mig-1g.10gb": "28"},
+                                           "mixed-ts-gpu"), gpus, configs)
+    assert not wrong["met"]
+    assert "time-slicing x4 for nvidia.com/gpu renamed .shared" in wrong["message"]
     both = mr.resources_check(plugin_node({"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "14"}, "mixed-ts-both"),
                               gpus, configs)
     assert both["met"] and both["expected"] == {"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "14"}
