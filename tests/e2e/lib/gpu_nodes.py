@@ -106,7 +106,10 @@ def ensure_node(api, name, gpus=None, mig_strategy="none", mig_config=None, shar
         if e.status != 404:
             raise
         api.create_node(node_manifest(name, state, labels, resources))
+        wait_initialised(api, name)
         return {"created": name}
+    if not _ready(node):
+        node = wait_initialised(api, name)
     desired = state or {"labels": {}, "capacity": {}}
     if labels:
         desired = {"labels": dict(desired["labels"], **labels), "capacity": desired["capacity"]}
@@ -117,6 +120,29 @@ def ensure_node(api, name, gpus=None, mig_strategy="none", mig_config=None, shar
         api.patch_node_status(name, {"status": {"capacity": changes["capacity"],
                                                 "allocatable": changes["capacity"]}})
     return dict((k, v) for k, v in changes.items() if v)
+
+
+def _ready(node):
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def wait_initialised(api, name, timeout=60):
+    """Wait until kwok's node-initialize stage has run on ``name``; returns the node.
+
+    That stage writes the whole status back from the copy kwok saw (capacity and allocatable
+    included): a status patch made before it runs is undone. It runs once, while the node is
+    not Ready; the heartbeat stage after it touches only the conditions.
+    """
+    import time
+    deadline = time.time() + timeout
+    while True:
+        node = api.read_node(name)
+        if _ready(node):
+            return node
+        if time.time() > deadline:
+            raise AssertionError("timed out after %ss waiting for kwok to initialise node %s (Ready=True)"
+                                 % (timeout, name))
+        time.sleep(0.1)
 
 
 def plain_node(api, name, labels=None, resources=None):
