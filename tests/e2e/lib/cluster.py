@@ -78,7 +78,7 @@ def kwok_stages(binaries, stages=KWOK_STAGES):
     if os.path.exists(path):
         return path
     proc = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/kwok@" + versions["KWOK_VERSION"]],
-                          cwd=os.path.join(TOP, "hack", "k8s", "kwok"), stdout=subprocess.PIPE,
+                          cwd=os.path.join(TOP, "hack", "k8s", "kube"), stdout=subprocess.PIPE,
                           universal_newlines=True, check=False)
     if proc.returncode != 0:
         raise ClusterError("cannot download sigs.k8s.io/kwok@%s for its stage definitions"

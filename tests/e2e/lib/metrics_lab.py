@@ -25,7 +25,9 @@ import datetime
 import json
 import os
 import subprocess
+import signal
 import sys
+import threading
 import time
 import urllib.request
 
@@ -155,6 +157,10 @@ class MetricsLab(object):
         self.procs = {}
         self.ports = {}
         self.ip = None
+        self._manifests = None
+        self._build = None  # hack/k8s/build.sh while it builds Prometheus and the stand-in (stop() ends it)
+        self._stopping = False
+        self._lock = threading.Lock()
 
     @property
     def prometheus_url(self):
@@ -172,11 +178,16 @@ class MetricsLab(object):
                                   stderr=subprocess.PIPE, universal_newlines=True, check=False)
         proc = check()
         if proc.returncode != 0:
-            # cold: build them now (Prometheus about 7 min, the stand-in about 3-10 min on 2 busy cores), like
+            # cold: build them now (Prometheus 1.5-4 min; the stand-in seconds once the control plane is built), like
             # the k8s_cluster fixture builds the control plane; fail with the reason if that cannot be done
-            build = subprocess.run([BUILD_SCRIPT, "prometheus", "metrics-standin"], check=False)
+            with self._lock:
+                if self._stopping:
+                    raise RuntimeError("stopped before Prometheus and the stand-in were built")
+                self._build = subprocess.Popen([BUILD_SCRIPT, "prometheus", "metrics-standin"],
+                                               start_new_session=True)
+            returncode = self._build.wait()
             proc = check()
-            if build.returncode != 0 or proc.returncode != 0:
+            if returncode != 0 or proc.returncode != 0:
                 raise RuntimeError(proc.stderr.strip() + " (hack/k8s/build.sh prometheus metrics-standin failed)")
         return os.path.join(proc.stdout.strip().splitlines()[-1], name)
 
@@ -185,10 +196,14 @@ class MetricsLab(object):
         logf = open(os.path.join(self.cluster.log_dir, name + ".log"), "ab")
         logf.write(("\n# %s %s\n" % (datetime.datetime.now().isoformat(), " ".join(argv))).encode())
         logf.flush()
-        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=self.dir, start_new_session=True, close_fds=True)
-        logf.close()
-        self.procs[name] = proc
+        with self._lock:  # never a process after stop(): start_serving may run in a thread of its own
+            if self._stopping:
+                logf.close()
+                raise RuntimeError("stopped before %s started" % name)
+            proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=self.dir, start_new_session=True, close_fds=True)
+            logf.close()
+            self.procs[name] = proc
         self.cluster.add_helper(name, proc.pid, argv[1] if argv[0] == sys.executable else argv[0])
         return proc
 
@@ -209,22 +224,25 @@ class MetricsLab(object):
         raise RuntimeError("%s not ready after %ss (%s)" % (name, timeout, last))
 
     def start(self, render_dir=None, timeout=120):
+        """The whole metric path, ready when this returns."""
+        self.start_exporter(render_dir)
+        return self.start_serving(timeout)
+
+    def start_exporter(self, render_dir=None):
+        """The simulated DCGM exporter alone (Python: nothing to build); ``exporter_url`` is valid after it."""
         from cluster import free_ports
-        prom_bin, standin_bin = self._bin("prometheus"), self._bin("gpuops-metrics-standin")
         os.makedirs(self.dir, exist_ok=True)
         render_dir = render_dir or os.path.join(self.dir, "rendered")
         try:
             sm, rules = read_manifests(render_dir)
         except (RuntimeError, OSError):
             sm, rules = render_manifests(render_dir)
+        self._manifests = (sm, rules)
         sm_file = os.path.join(self.dir, "service-monitor.yaml")
         with open(sm_file, "w") as f:
             yaml.safe_dump(sm, f)
-        rules_file = os.path.join(self.dir, "adapter-rules.yaml")
-        with open(rules_file, "w") as f:
-            f.write(rules)
-        exporter, prom, standin = free_ports(3)
-        self.ports = {"exporter": exporter, "prometheus": prom, "standin": standin}
+        (exporter,) = free_ports(1)
+        self.ports = {"exporter": exporter}
         targets = os.path.join(self.dir, "dcgm-targets.json")
         with open(targets, "w") as f:
             f.write("[]")
@@ -233,9 +251,23 @@ class MetricsLab(object):
                                           "--targets-file", targets, "--service-monitor", sm_file,
                                           "--state-dir", self.cluster.state_dir])
         self._wait("sim-dcgm-exporter", lambda: urllib.request.urlopen(self.exporter_url + "/health", timeout=2).status == 200, 30)
+        return self
+
+    def start_serving(self, timeout=120):
+        """Prometheus and the stand-in behind API aggregation (built first when missing: minutes, cold); after
+        start_exporter. The custom metrics API is Available when this returns."""
+        from cluster import free_ports
+        prom_bin, standin_bin = self._bin("prometheus"), self._bin("gpuops-metrics-standin")
+        sm, rules = self._manifests
+        rules_file = os.path.join(self.dir, "adapter-rules.yaml")
+        with open(rules_file, "w") as f:
+            f.write(rules)
+        prom, standin = free_ports(2)
+        self.ports.update(prometheus=prom, standin=standin)
         prom_cfg = os.path.join(self.dir, "prometheus.yml")
         with open(prom_cfg, "w") as f:
-            yaml.safe_dump(prometheus_config(sm, targets, exporter, self.scrape_interval), f, sort_keys=False)
+            yaml.safe_dump(prometheus_config(sm, os.path.join(self.dir, "dcgm-targets.json"), self.ports["exporter"],
+                                             self.scrape_interval), f, sort_keys=False)
         self._spawn("prometheus", [prom_bin, "--config.file=" + prom_cfg,
                                    "--storage.tsdb.path=" + os.path.join(self.dir, "tsdb"),
                                    "--web.listen-address=127.0.0.1:%d" % prom, "--storage.tsdb.retention.time=2h",
@@ -326,6 +358,11 @@ class MetricsLab(object):
 
     def stop(self):
         from kubernetes.client.rest import ApiException
+        with self._lock:
+            self._stopping = True
+            if self._build is not None and self._build.poll() is None:
+                os.killpg(self._build.pid, signal.SIGTERM)  # the build script and its go builds
+                self._build.wait(30)
         try:
             dummy, reg = self._apis()
             for version in ("v1beta2", "v1beta1"):
