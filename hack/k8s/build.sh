@@ -2,7 +2,7 @@
 # Build the local Kubernetes control plane from Go modules into a cache outside the repository:
 #   ${GPUOPS_K8S_CACHE:-~/.cache/gpuops/k8s}/<KUBE_VERSION>/bin/
 #     kube-apiserver kube-controller-manager kube-scheduler   (k8s.io/kubernetes, hack/k8s/kube)
-#     etcd                                                    (go.etcd.io/etcd/server/v3, hack/k8s/etcd)
+#     etcd                                                    (go.etcd.io/etcd/server/v3, hack/k8s/kube/etcd)
 #     kwok                                                    (sigs.k8s.io/kwok, in hack/k8s/kube: see below)
 #   optional, built only when named (hack/k8s/build.sh kueue prometheus metrics-standin):
 #     kueue                   (sigs.k8s.io/kueue, hack/k8s/kueue)
@@ -13,9 +13,10 @@
 #                              a package of the kube wrapper module, so it reuses the control plane's
 #                              compiled packages: a few dozen of its own to compile)
 # Versions: hack/k8s/versions.env. A binary is rebuilt only when its wrapper module changed.
-# kwok and the stand-in are built in the kube wrapper module (hack/k8s/pin.sh holds every dependency
-# they share with Kubernetes at Kubernetes' version), after kube: they reuse its compiled packages, so a
-# cold build of each compiles a few dozen packages of its own instead of 750 (kwok) or 1,000 (stand-in).
+# etcd, kwok and the stand-in are built in the kube wrapper module (hack/k8s/pin.sh holds every
+# dependency they share with Kubernetes at Kubernetes' version; etcd is the release whose client
+# Kubernetes uses), after kube: they reuse its compiled packages, so a cold build of each compiles a
+# hundred packages or fewer of its own instead of 580 (etcd), 750 (kwok) or 1,000 (stand-in).
 #
 # Usage: hack/k8s/build.sh            build what is missing, print the bin directory last
 #        hack/k8s/build.sh kueue prometheus    the same plus the optional component(s) named
@@ -33,10 +34,10 @@ jobs="${GPUOPS_K8S_BUILD_JOBS:-2}"
 
 # component -> wrapper dir, binaries, stamp source
 module_of() { # the wrapper module a component is built in
-  case "$1" in kwok|metrics-standin) echo kube ;; *) echo "$1" ;; esac
+  case "$1" in etcd|kwok|metrics-standin) echo kube ;; *) echo "$1" ;; esac
 }
 source_of() { # the directory of the component's own Go files (none for a plain wrapper)
-  case "$1" in metrics-standin) echo kube/gpuops-metrics-standin ;; kube|kwok) ;; *) echo "$1" ;; esac
+  case "$1" in etcd) echo kube/etcd ;; metrics-standin) echo kube/gpuops-metrics-standin ;; kube|kwok) ;; *) echo "$1" ;; esac
 }
 stamp_of() { # the wrapper's pinned state: a rebuild is needed when it changes
   local f m src files=("$here/versions.env")
@@ -56,7 +57,7 @@ binaries_of() {
     metrics-standin) echo "gpuops-metrics-standin" ;;
   esac
 }
-COMPONENTS="etcd kube kwok"  # kwok after kube: it compiles against the control plane's packages
+COMPONENTS="kube etcd kwok"  # etcd and kwok after kube: they compile against the control plane's packages
 kueue_version() { awk '$1 == "sigs.k8s.io/kueue" { print $2 }' "$here/kueue/go.mod"; }
 OPTIONAL_COMPONENTS="kueue prometheus metrics-standin"
 
@@ -139,7 +140,7 @@ build_component() {
         ldflags="$ldflags -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
       done
       for b in $(binaries_of kube); do pkgs+=("k8s.io/kubernetes/cmd/$b"); done ;;
-    etcd) pkgs=(.) ;;
+    etcd) pkgs=(./etcd) ;;
     kwok)
       ldflags="$ldflags -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
       pkgs=(sigs.k8s.io/kwok/cmd/kwok) ;;
@@ -153,7 +154,7 @@ build_component() {
       pkgs=(github.com/prometheus/prometheus/cmd/prometheus) ;;
     metrics-standin) pkgs=(./gpuops-metrics-standin) ;;
   esac
-  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold on an idle 2-core machine: etcd about 1 min, kube 5, then kwok and the stand-in seconds each, Prometheus 2, Kueue 6; far longer under load)"
+  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold on an idle 2-core machine: kube about 5.5 min, then etcd, kwok and the stand-in seconds each, Prometheus 2, Kueue 6; far longer under load)"
   local rc=0
   (
     cd "$here/$(module_of "$c")"
