@@ -160,6 +160,7 @@ class MetricsLab(object):
         self._manifests = None
         self._build = None  # hack/k8s/build.sh while it builds Prometheus and the stand-in (stop() ends it)
         self._stopping = False
+        self.build_log = None  # where a build of Prometheus and the stand-in writes (default: this process's output)
         self._lock = threading.Lock()
 
     @property
@@ -183,12 +184,18 @@ class MetricsLab(object):
             with self._lock:
                 if self._stopping:
                     raise RuntimeError("stopped before Prometheus and the stand-in were built")
-                self._build = subprocess.Popen([BUILD_SCRIPT, "prometheus", "metrics-standin"],
-                                               start_new_session=True)
+                out = open(self.build_log, "ab") if self.build_log else None  # None: this process's output
+                try:
+                    self._build = subprocess.Popen([BUILD_SCRIPT, "prometheus", "metrics-standin"], stdout=out,
+                                                   stderr=subprocess.STDOUT if out else None, start_new_session=True)
+                finally:
+                    if out:
+                        out.close()
             returncode = self._build.wait()
             proc = check()
             if returncode != 0 or proc.returncode != 0:
-                raise RuntimeError(proc.stderr.strip() + " (hack/k8s/build.sh prometheus metrics-standin failed)")
+                raise RuntimeError(proc.stderr.strip() + " (hack/k8s/build.sh prometheus metrics-standin failed%s)"
+                                   % ("; see " + self.build_log if self.build_log else ""))
         return os.path.join(proc.stdout.strip().splitlines()[-1], name)
 
     def _spawn(self, name, argv):
