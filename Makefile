@@ -16,8 +16,10 @@ export ANSIBLE_NOCOWS := 1
 export ANSIBLE_RETRY_FILES_ENABLED := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-# Test stages; mk/*.mk fragments append theirs (e2e, molecule, ...).
+# Test stages; mk/*.mk fragments append theirs (e2e, molecule, ...), and to TEST_BACKGROUND the shell commands
+# (each ending in `;`) that `make test` starts in the background before the first stage.
 TEST_TARGETS := lint units vermin integration sanity
+TEST_BACKGROUND :=
 
 -include mk/*.mk
 
@@ -60,6 +62,7 @@ test: venv collections
 	  echo "=== background: hack/k8s/build.sh $(E2E_COMPONENTS) (log .cache/k8s-build.log)"; \
 	  (GPUOPS_K8S_BUILD_JOBS=2 nice -n 19 hack/k8s/build.sh && \
 	   GPUOPS_K8S_BUILD_JOBS=2 nice -n 19 hack/k8s/build.sh $(E2E_COMPONENTS)) > .cache/k8s-build.log 2>&1 & fi; \
+	$(TEST_BACKGROUND) \
 	set -e; for t in $(TEST_ORDER); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
 
 lint: venv

@@ -6,6 +6,9 @@
 # The podman configuration is repo-local: molecule/containers.conf, exported as CONTAINERS_CONF by
 # mk/molecule.mk (runc, cgroupfs, file events, ulimits under this machine's hard limits).
 # Usage: hack/molecule-setup.sh            (idempotent; rebuild with GPUOPS_IMAGE_REBUILD=1)
+#        hack/molecule-setup.sh --prefetch (`make test` starts it in the background: builds the image
+#                                          only when the tools are there, never runs apt; a later
+#                                          run waits for it through the lock and finds the image)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 image=${GPUOPS_MOLECULE_IMAGE:-localhost/gpuops-debian12:latest}
@@ -13,6 +16,8 @@ mirror=${GPUOPS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=$top/.cache/molecule-image
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$top/molecule/containers.conf}
 
+prefetch=0
+[ "${1:-}" = --prefetch ] && prefetch=1
 need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
@@ -20,6 +25,7 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)   # podman --init
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 if [ ${#need[@]} -gt 0 ]; then
+  if [ $prefetch = 1 ]; then echo "molecule-setup: ${need[*]} missing, left to make molecule"; exit 0; fi
   echo "molecule-setup: installing ${need[*]}"
   [ "$(id -u)" = 0 ] || { echo "molecule-setup: need root to install ${need[*]}" >&2; exit 1; }
   export DEBIAN_FRONTEND=noninteractive
@@ -27,12 +33,18 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" fuse-overlayfs slirp4netns uidmap >/dev/null
 fi
 
+mkdir -p "$cache"
+# one build at a time (the background prefetch of `make test` and `make molecule`)
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  echo "molecule-setup: waiting for the image build already under way (log .cache/molecule-setup.log)"
+  flock 9
+fi
 if [ "${GPUOPS_IMAGE_REBUILD:-0}" != 1 ] && podman image exists "$image"; then
   echo "molecule-setup: image $image present"
   exit 0
 fi
 
-mkdir -p "$cache"
 tarball=$cache/debian12-rootfs.tar
 if [ "${GPUOPS_IMAGE_REBUILD:-0}" = 1 ] || [ ! -s "$tarball" ]; then
   root=$(mktemp -d "$cache/rootfs.XXXXXX")

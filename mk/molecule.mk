@@ -3,6 +3,10 @@
 # (hack/molecule-setup.sh) and runs each scenario (converge, idempotence, verify), timing each.
 MOLECULE_SCENARIOS ?= nvidia_driver container_toolkit mig
 TEST_TARGETS += molecule
+# `make test` builds a missing base image while the stages before molecule run (log .cache/molecule-setup.log)
+TEST_BACKGROUND += echo "=== background: hack/molecule-setup.sh --prefetch (log .cache/molecule-setup.log)"; \
+  (CONTAINERS_CONF=$(TOP)/molecule/containers.conf nice -n 10 hack/molecule-setup.sh --prefetch \
+   > .cache/molecule-setup.log 2>&1 &);
 
 .PHONY: molecule molecule-setup
 
