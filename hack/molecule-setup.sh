@@ -18,6 +18,10 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-$top/molecule/containers.conf}
 
 prefetch=0
 [ "${1:-}" = --prefetch ] && prefetch=1
+if [ $prefetch = 1 ] && [ "${GPUOPS_IMAGE_REBUILD:-0}" = 1 ]; then
+  # make molecule would rebuild it once more after waiting: leave the one rebuild to it
+  echo "molecule-setup: GPUOPS_IMAGE_REBUILD=1, the rebuild is left to make molecule"; exit 0
+fi
 need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
