@@ -39,7 +39,7 @@ if not os.path.exists(_link):
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
 

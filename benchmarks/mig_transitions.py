@@ -49,11 +49,11 @@ if not os.path.exists(_link):
     os.symlink(TOP, _link)
 sys.path.insert(0, _root)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402

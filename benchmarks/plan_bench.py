@@ -29,7 +29,7 @@ if not os.path.exists(_link):
     os.symlink(TOP, _link)
 sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver  # noqa: E402
 

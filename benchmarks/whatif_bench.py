@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import whatif_sweep  # noqa: E402  (sets up the collection path)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, engine, runner  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data, engine, runner  # noqa: E402
 
 CASES = [("fractional", s) for s in engine.SCORINGS] + [("exclusive", "kube-default"), ("exclusive", "fgd"),
                                                         ("mig", "kube-default"), ("mig", "fgd")]
@@ -35,8 +35,8 @@ def main():
     nodes_csv = os.path.join(tdir, "openb_node_list_gpu_node.csv")
     pods_csv = os.path.join(tdir, "openb_pod_list_default.csv")
     t = time.time()
-    nodes = data.read_nodes_csv(nodes_csv)
-    pods = data.read_pods_csv(pods_csv)
+    nodes = whatif_data.read_nodes_csv(nodes_csv)
+    pods = whatif_data.read_pods_csv(pods_csv)
     t_read = time.time() - t
     print("load average %.2f %.2f %.2f on %d CPUs; reading the two CSV files: %.2f s"
           % (os.getloadavg() + (os.cpu_count(), t_read)))

@@ -37,7 +37,7 @@ if not os.path.exists(_link):
 sys.path.insert(0, COLLECTIONS)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg, writer  # noqa: E402
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, engine, metrics, runner  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data, engine, metrics, runner  # noqa: E402
 
 POLICIES = [("random", "01-Random"), ("dot-product", "02-DotProd"), ("clustering", "03-GpuClustering"),
             ("packing", "04-GpuPacking"), ("best-fit", "05-BestFit"), ("fgd", "06-FGD")]
@@ -127,14 +127,14 @@ def paper(args):
     exp_dir = args.expected
     expected = load_expected(os.path.join(exp_dir, "analysis_allo_discrete.csv") if exp_dir else None)
     expected_frag = load_expected(os.path.join(exp_dir, "analysis_frag_discrete.csv") if exp_dir else None)
-    nodes = data.read_nodes_csv(os.path.join(tdir, "openb_node_list_gpu_node.csv"))
+    nodes = whatif_data.read_nodes_csv(os.path.join(tdir, "openb_node_list_gpu_node.csv"))
     params = {"nodes_csv": "-", "pods_csv": "-", "inflation": 1.3, "order": "shuffle"}
     progress = Bar(len(workloads) * len(seeds) * len(policies), "paper sweep")
     t0 = time.time()
     results = {}
     times = dict((p, []) for p, art in policies)
     for w in workloads:
-        pods = data.read_pods_csv(os.path.join(tdir, "openb_pod_list_%s.csv" % w))
+        pods = whatif_data.read_pods_csv(os.path.join(tdir, "openb_pod_list_%s.csv" % w))
         for scoring, dummy_art in policies:
             curves, sums = [], []
             for seed in seeds:
@@ -224,9 +224,9 @@ def claims(args):
     tdir = trace_dir(args.trace)
     out = os.path.join(args.out, "claims")
     seeds = list(range(42, 42 + args.seeds))
-    gpu_nodes = data.read_nodes_csv(os.path.join(tdir, "openb_node_list_gpu_node.csv"))
-    all_nodes = data.read_nodes_csv(os.path.join(tdir, "openb_node_list_all_node.csv"))
-    pods = data.read_pods_csv(os.path.join(tdir, "openb_pod_list_default.csv"))
+    gpu_nodes = whatif_data.read_nodes_csv(os.path.join(tdir, "openb_node_list_gpu_node.csv"))
+    all_nodes = whatif_data.read_nodes_csv(os.path.join(tdir, "openb_node_list_all_node.csv"))
+    pods = whatif_data.read_pods_csv(os.path.join(tdir, "openb_pod_list_default.csv"))
     half_mig = [{"devices": "all", "mig-enabled": False},
                 {"devices": [0, 2, 4, 6], "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}]
     modes = [

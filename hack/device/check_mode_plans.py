@@ -83,9 +83,9 @@ def _params(spec):
 
 def _plan(nvml, spec):
     from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine
+    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
     try:
-        r = engine.run_mig_partition(nvml, _params(spec), check_mode=True, diff=True)
+        r = mig_engine.run_mig_partition(nvml, _params(spec), check_mode=True, diff=True)
         return {"changed": r.get("changed"), "actions": r.get("actions"), "resources": r.get("resources"),
                 "diagram": r.get("diagram"), "warnings": r.get("warnings")}
     except GpuOpsError as e:
@@ -106,7 +106,7 @@ def main(argv):
     out_dir = setup(argv)
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
-    from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks
+    from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks as health_checks
     from ansible_collections.gpuops.k8s.plugins.module_utils.sim import state as sim_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import writable
 
@@ -123,7 +123,7 @@ def main(argv):
             result["real"][title] = _plan(guard, spec)
             result["real"][title]["seconds"] = round(time.time() - t0, 3)
         t0 = time.time()
-        verdict = checks.evaluate_host(facts, expected_gpus=len(facts["gpus"]), kernel_log="")
+        verdict = health_checks.evaluate_host(facts, expected_gpus=len(facts["gpus"]), kernel_log="")
         result["health"] = {"verdict": verdict, "seconds": round(time.time() - t0, 3)}
         result["guard"] = {"refused": guard.refused, "read_calls": guard.calls}
 

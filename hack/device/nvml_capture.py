@@ -13,7 +13,7 @@ own listings (nvidia-smi, mig -lgip/-lgipp) as text for comparison.
 
 Only NVML *read* calls are made: no MIG mode change, no instance created or destroyed, no reset,
 no clock or power setting. tests/unit/.../test_hardware_capture.py compares a committed capture
-with the GPU catalog (plugins/module_utils/mig/catalog.py).
+with the GPU catalog (plugins/module_utils/catalog/gpus.py).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def capture(nvml, gpu_state, catalog):
 
 def main(argv):
     out_dir = setup(argv)
-    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
 
@@ -158,7 +158,7 @@ def main(argv):
     t0 = time.time()
     try:
         with open_nvml(None) as nvml:
-            result["nvml"] = capture(nvml, gpu_state, catalog)
+            result["nvml"] = capture(nvml, gpu_state, gpu_catalog)
     except Exception as e:  # pylint: disable=broad-except
         result["nvml"] = _err(e)
         result["nvml"]["traceback"] = traceback.format_exc()

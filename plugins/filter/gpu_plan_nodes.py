@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand
 
 DOCUMENTATION = r"""
 name: gpu_plan_nodes
@@ -58,11 +58,11 @@ def gpu_plan_nodes(value):
                 if not isinstance(item, dict):
                     raise GpuOpsError("gpu_plan_nodes: item %d is not a mapping of host vars" % i)
                 hv[item.get("inventory_hostname") or item.get("gpuops_k8s_node_name") or str(i)] = item
-            return demand.nodes_from_hostvars(hv)
+            return plan_demand.nodes_from_hostvars(hv)
         if isinstance(value, dict):
             if value and all(_is_hostvars(v) for v in value.values()):
-                return demand.nodes_from_hostvars(value)
-            return demand.nodes_from_facts(value)
+                return plan_demand.nodes_from_hostvars(value)
+            return plan_demand.nodes_from_facts(value)
         raise GpuOpsError("gpu_plan_nodes needs a mapping host -> gpu_info result, or gpu_nodes host vars "
                           "(a list or a mapping), got %s" % type(value).__name__)
     except GpuOpsError as e:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand
 
 DOCUMENTATION = r"""
 name: gpu_plan_tenants
@@ -46,7 +46,7 @@ _value:
 
 def gpu_plan_tenants(plan, base=None):
     try:
-        return demand.tenants_from_plan(plan, base)
+        return plan_demand.tenants_from_plan(plan, base)
     except (GpuOpsError, KeyError, TypeError) as e:
         raise AnsibleFilterError("gpu_plan_tenants: %s" % e)
 

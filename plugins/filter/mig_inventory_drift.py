@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig.rollout import inventory_drift
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.rollout import inventory_drift
 
 DOCUMENTATION = r"""
 name: mig_inventory_drift

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig.rollout import resources_check
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.rollout import resources_check
 
 DOCUMENTATION = r"""
 name: mig_resources_check

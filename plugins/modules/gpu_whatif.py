@@ -230,7 +230,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine, report, runner
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine, report, runner
 
 
 def main():
@@ -240,7 +240,7 @@ def main():
             nodes=dict(type="list", elements="dict"),
             pods_csv=dict(type="path"),
             pods=dict(type="list", elements="dict"),
-            scoring=dict(type="list", elements="str", default=["kube-default"], choices=list(engine.SCORINGS)),
+            scoring=dict(type="list", elements="str", default=["kube-default"], choices=list(whatif_engine.SCORINGS)),
             sharing=dict(type="list", elements="str", default=["exclusive"], choices=list(runner.SHARINGS)),
             inflation=dict(type="float", default=1.3),
             order=dict(type="str", default="shuffle", choices=["shuffle", "creation", "file"]),
@@ -262,7 +262,7 @@ def main():
         required_one_of=[("nodes_csv", "nodes"), ("pods_csv", "pods")],
         supports_check_mode=True,
     )
-    if not engine.HAS_NUMPY:
+    if not whatif_engine.HAS_NUMPY:
         module.fail_json(msg=missing_required_lib("numpy"))
     p = dict(module.params)
     try:

@@ -146,7 +146,7 @@ budget:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig.rollout import budget_left, plan_rollout
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.rollout import budget_left, plan_rollout
 
 
 def main():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 # PCI class codes (24 bit) of NVIDIA functions.

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import is_plugin_resource
+
 GPU_PREFIX = "nvidia.com/"
 
 
@@ -29,7 +31,7 @@ def _int(value):
 def _gpu_resources(resources):
     out = {}
     for name, value in (resources or {}).items():
-        if name == "nvidia.com/gpu" or name.startswith("nvidia.com/mig-") or name.startswith("nvidia.com/gpu."):
+        if is_plugin_resource(name):
             count = _int(value)
             out[name] = count if count is not None else value
     return out

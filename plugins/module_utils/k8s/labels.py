@@ -36,13 +36,13 @@ Facts (shared/reference/k8s-gpu-stack.md sections 1.5, 1.6, 2.2):
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import GPU_RESOURCE, is_plugin_resource
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 SHARING_STRATEGIES = ("none", "time-slicing", "mps")
-GPU_RESOURCE = "nvidia.com/gpu"
 
 # Input labels (nvidia.com/device-plugin.config, nvidia.com/mig.config, nvidia.com/mig.config.state,
 # nvidia.com/gpu.deploy.*) belong to people and operators and are never touched.
@@ -69,7 +69,7 @@ def owned_label(key):
 
 def owned_resource(name):
     """True for an extended resource the NVIDIA device plugin advertises."""
-    return name == GPU_RESOURCE or name.startswith(GPU_RESOURCE + ".") or name.startswith("nvidia.com/mig-")
+    return is_plugin_resource(name)
 
 
 # ----------------------------------------------------------------------------------------- inputs

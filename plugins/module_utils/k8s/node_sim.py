@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_node_labels
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -85,11 +85,11 @@ def _view(node):
     meta = node.get("metadata") or {}
     status = node.get("status") or {}
     return {
-        "labels": dict((k, v) for k, v in (meta.get("labels") or {}).items() if gpu_node_labels.owned_label(k)),
+        "labels": dict((k, v) for k, v in (meta.get("labels") or {}).items() if gpu_labels.owned_label(k)),
         "capacity": dict((k, v) for k, v in (status.get("capacity") or {}).items()
-                         if gpu_node_labels.owned_resource(k)),
+                         if gpu_labels.owned_resource(k)),
         "allocatable": dict((k, v) for k, v in (status.get("allocatable") or {}).items()
-                            if gpu_node_labels.owned_resource(k)),
+                            if gpu_labels.owned_resource(k)),
     }
 
 
@@ -113,7 +113,7 @@ def run_sim_gpu_node(api, params, check_mode=False):
                 api.delete_node(name)
         return result
 
-    desired = gpu_node_labels.node_gpu_state(
+    desired = gpu_labels.node_gpu_state(
         gpus=params.get("gpus"), mig_strategy=params.get("mig_strategy") or "none",
         mig_config=params.get("mig_config"), sharing=params.get("sharing"),
         gpu_facts=params.get("gpu_facts"), driver_version=params.get("driver_version"))
@@ -132,9 +132,9 @@ def run_sim_gpu_node(api, params, check_mode=False):
     want = {"labels": dict(extra_labels, **desired["labels"]), "capacity": desired["capacity"]}
     meta = current.get("metadata") or {}
     status = current.get("status") or {}
-    changes = gpu_node_labels.node_changes(meta.get("labels"), status.get("capacity"), want)
+    changes = gpu_labels.node_changes(meta.get("labels"), status.get("capacity"), want)
     # allocatable follows capacity (the device plugin advertises healthy devices in both)
-    alloc = gpu_node_labels.node_changes({}, status.get("allocatable"), want)["capacity"]
+    alloc = gpu_labels.node_changes({}, status.get("allocatable"), want)["capacity"]
     after = copy.deepcopy(current)
     after.setdefault("metadata", {}).setdefault("labels", {})
     after.setdefault("status", {})

@@ -3,18 +3,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Entry point of the gpu_stack_validate module: one dispatch over the stack's components.
 
-It sits above k8s/stack.py (device plugin, exporter, tenancy, autoscaling) and tenancy/ (Kueue queueing,
-DRA), which both build on stack.py, so no module imports the other back.
+It sits above the components it dispatches to: k8s/device_plugin.py, metrics/ (the DCGM exporter's metrics,
+HPAs) and tenancy/ (quotas and priority classes, Kueue queueing, DRA), none of which imports k8s/ back.
 """
 from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.stack import (
-    DCGM_PROFILING_MIG_METRIC, _check_keys, capacity_check, is_gpu_resource_key, plan_priority_classes,
-    validate_dcgm_devices, validate_dcgm_metrics, validate_device_plugin, validate_hpas,
-    validate_priority_classes, validate_tenants)
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import is_gpu_resource_key
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import check_keys
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.device_plugin import validate_device_plugin
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.dcgm import DCGM_PROFILING_MIG_METRIC, validate_dcgm_devices, validate_dcgm_metrics
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.hpa import validate_hpas
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import queueing as gpu_queueing
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy.quotas import (
+    capacity_check, plan_priority_classes, validate_priority_classes, validate_tenants)
 
 
 def run_validate(params):
@@ -65,7 +68,7 @@ def run_validate(params):
         classes = validate_priority_classes(params.get("priority_classes") or {})
         tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
         opts = params.get("queueing") or {}
-        _check_keys(opts, ("cohort", "queue_name", "within_cluster_queue", "reclaim_within_cohort", "tolerations"),
+        check_keys(opts, ("cohort", "queue_name", "within_cluster_queue", "reclaim_within_cohort", "tolerations"),
                     "queueing")
         result, more = gpu_queueing.plan(
             tenants, params.get("nodes") or [], classes, cohort=opts.get("cohort") or "gpu-tenants",

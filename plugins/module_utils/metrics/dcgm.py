@@ -11,9 +11,12 @@ sample per device: labels ``gpu`` (the GPU index), ``UUID`` (the GPU's, also for
 """
 from __future__ import annotations
 
+import re
 import uuid
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import GPU_RESOURCE, MIG_PREFIX
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import check_keys, choice
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -29,8 +32,6 @@ FIELDS = {
 }
 LABEL_ORDER = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname",
                "container", "namespace", "pod")
-MIG_PREFIX = "nvidia.com/mig-"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def gpu_uuid(node, index):
@@ -198,3 +199,53 @@ def histogram(name, series, buckets, help_text="Request latency (seconds)."):
         out.append("%s_sum{%s} %s" % (name, base, total))
         out.append("%s_count{%s} %s" % (name, base, count))
     return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# DCGM exporter metrics
+
+DCGM_METRIC_TYPES = ("gauge", "counter", "label")
+DCGM_PROFILING_MIG_METRIC = ENGINE_ACTIVE
+
+
+# dcgm-exporter -d / DCGM_EXPORTER_DEVICES_STR (pkg/cmd/app.go parseDeviceOptions): f, g[:range], i[:range];
+# a range is comma-separated indexes or a-b spans.
+_DCGM_DEVICES_RE = re.compile(r"^(f|[gi](:[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)?)$")
+
+
+def validate_dcgm_devices(value):
+    """The devices dcgm-exporter watches (DCGM_EXPORTER_DEVICES_STR); GpuOpsError naming the valid forms."""
+    text = "" if value is None else str(value)
+    if not _DCGM_DEVICES_RE.match(text):
+        raise GpuOpsError("DCGM_EXPORTER_DEVICES_STR (dcgm_exporter_devices) %r is not valid; valid values: f (GPUs, or "
+                          "their GPU instances where MIG is enabled), g[:range] (GPUs), i[:range] (GPU instances), "
+                          "a range being indexes or spans such as 0,2-4" % text, valid_values=["f", "g[:range]", "i[:range]"])
+    return text
+
+
+# DCGM profiling (DCP) fields are ratios and rates (bytes per second): gauges in dcgm-exporter's own CSVs.
+_DCGM_GAUGE_PREFIXES = ("DCGM_FI_PROF_",)
+
+
+def validate_dcgm_metrics(metrics):
+    """Validate the metrics list ``[{field, type, help}]``; returns the CSV text the exporter reads."""
+    if not isinstance(metrics, list) or not metrics:
+        raise GpuOpsError("DCGM exporter metrics: give at least one {field, type, help}")
+    lines = []
+    seen = set()
+    for i, m in enumerate(metrics):
+        where = "DCGM exporter metrics[%d]" % i
+        check_keys(m, ("field", "type", "help"), where)
+        field = str(m.get("field") or "")
+        if not re.match(r"^DCGM_(FI|EXP)_[A-Z0-9_]+$", field):
+            raise GpuOpsError("%s: %r is not a DCGM field name (DCGM_FI_... or DCGM_EXP_...)" % (where, field))
+        if field in seen:
+            raise GpuOpsError("%s: %s is listed twice" % (where, field))
+        seen.add(field)
+        mtype = choice(m.get("type", "gauge"), DCGM_METRIC_TYPES, where + " type")
+        if mtype == "counter" and field.startswith(_DCGM_GAUGE_PREFIXES):
+            raise GpuOpsError("%s: %s is a ratio or a rate (DCGM profiling field), a gauge upstream, not a counter; "
+                              "rate() over it is meaningless" % (where, field))
+        text = str(m.get("help") or field).replace(",", ";").replace("\n", " ")
+        lines.append("%s, %s, %s" % (field, mtype, text))
+    return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """KEDA ScaledObjects for the gpu_autoscaling role (``gpu_autoscaling_backend: keda``).
 
-Each validated HPA (gpu_stack.validate_hpa) becomes a ScaledObject (keda.sh/v1alpha1) with one
+Each validated HPA (hpa.validate_hpa) becomes a ScaledObject (keda.sh/v1alpha1) with one
 ``prometheus`` trigger per metric, on the same PromQL as the dcgm_exporter role's prometheus-adapter
 rules: per-pod GPU metrics become ``sum(avg(<series>{...}) by (<pod>))`` with ``metricType:
 AverageValue`` (KEDA's HPA divides by the replicas, which is the Pods metric's per-pod average), the
@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.stack import parse_quantity
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import parse_quantity
 
-# the per-pod metric name of the role's rules -> DCGM series (gpu_stack.GPU_POD_METRICS)
+# the per-pod metric name of the role's rules -> DCGM series (hpa.GPU_POD_METRICS)
 METRIC_TYPES = ("AverageValue", "Value")
 _URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
@@ -51,7 +51,7 @@ def _threshold(text):
 
 def scaled_objects(hpas, pod_metrics, prometheus_url, latency_metrics=None, ns_label="exported_namespace",
                    pod_label="exported_pod", polling_interval=15, labels=None):
-    """ScaledObjects for ``hpas`` (validated: gpu_stack.validate_hpas output).
+    """ScaledObjects for ``hpas`` (validated: hpa.validate_hpas output).
 
     ``pod_metrics``: ``{metric name: DCGM series}``; ``latency_metrics``: ``[{series, name, quantile,
     window}]`` (the dcgm_exporter role's ``dcgm_exporter_adapter_latency_metrics``). Metrics of other types

@@ -28,11 +28,11 @@ import copy
 from collections import Counter
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
@@ -400,7 +400,7 @@ def _run_mig_partition(nvml, params, check_mode, diff):
             if now is not None:
                 details["gpus"] = now
                 details["resources"] = resources(now)
-                details["diagram"] = diagram.render(now)
+                details["diagram"] = slice_diagram.render(now)
             else:
                 details["read_error"] = read_error
             raise GpuOpsError(
@@ -431,7 +431,7 @@ def _run_mig_partition(nvml, params, check_mode, diff):
         "absent_gpus": absent,
         "warnings": warnings,
         "resources": resources(after),
-        "diagram": diagram.render(after),
+        "diagram": slice_diagram.render(after),
     }
     if diff:
         result["diff"] = _diff(before, after, matched)

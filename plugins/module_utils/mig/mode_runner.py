@@ -11,7 +11,7 @@ uses them, otherwise ``reset_required`` is reported.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -78,8 +78,8 @@ def resolve_devices(gpus, devices):
 
 
 def _needs_reset_for_mode(gpu):
-    model = cat.lookup_model(gpu.get("model"))
-    return model is not None and cat.mig_mode_needs_reset(model)
+    model = gpu_catalog.lookup_model(gpu.get("model"))
+    return model is not None and gpu_catalog.mig_mode_needs_reset(model)
 
 
 def _mode(gpu):

@@ -26,7 +26,7 @@ from collections import Counter, namedtuple
 from itertools import combinations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 # One GPU instance the target layout needs.
 Target = namedtuple("Target", ["profile", "compute_instances"])

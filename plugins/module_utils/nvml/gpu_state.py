@@ -16,7 +16,7 @@ instance without compute instances shows one entry with ``compute_instance_id: n
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
     FUNCTION_NOT_FOUND,
@@ -90,9 +90,9 @@ def _identity(nvml, index):
     device_id = (int(pci.pciDeviceId) >> 16) & 0xFFFF
     bus_id = text(pci.busId)
     total_mib = int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // MIB
-    model = cat.lookup_model(device_id) or cat.lookup_model(name)
-    if model is not None and cat.lookup_model(name) is not None and cat.lookup_model(name).key != model.key:
-        model = cat.lookup_model(name)
+    model = gpu_catalog.lookup_model(device_id) or gpu_catalog.lookup_model(name)
+    if model is not None and gpu_catalog.lookup_model(name) is not None and gpu_catalog.lookup_model(name).key != model.key:
+        model = gpu_catalog.lookup_model(name)
     ident = {
         "handle": handle, "name": name, "uuid": uuid, "pci_device_id": "0x%04X" % device_id, "pci_bus_id": bus_id,
         "memory_total_mib": total_mib, "model": model,
@@ -124,8 +124,8 @@ def _live_name(info, constant, total_mib):
             name = name[4:].strip()
         if name:
             return name
-    return cat.profile_name_from_memory(int(info.memorySizeMB), total_mib, int(info.sliceCount),
-                                        suffix=cat.CONSTANT_SUFFIX.get(constant, ""))
+    return gpu_catalog.profile_name_from_memory(int(info.memorySizeMB), total_mib, int(info.sliceCount),
+                                        suffix=gpu_catalog.CONSTANT_SUFFIX.get(constant, ""))
 
 
 def _gi_profile_info(nvml, handle, const):
@@ -155,7 +155,7 @@ def live_profiles(nvml, index):
     if not capable:
         cache[key] = []
         return []
-    constants = [p.constant for p in model.profiles] if model is not None else list(range(cat.GI_PROFILE_COUNT))
+    constants = [p.constant for p in model.profiles] if model is not None else list(range(gpu_catalog.GI_PROFILE_COUNT))
     out = []
     live = True
     for const in constants:
@@ -168,7 +168,7 @@ def live_profiles(nvml, index):
                     break
                 continue
             raise
-        known = cat.profile_by_constant(model, const) if model is not None else None
+        known = gpu_catalog.profile_by_constant(model, const) if model is not None else None
         try:
             placements = nvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, int(info.id))
             starts = tuple(int(p.start) for p in placements)
@@ -178,7 +178,7 @@ def live_profiles(nvml, index):
                 raise
             starts = known.placements if known else ()
             memory_slices = known.memory_slices if known else 0
-        out.append(cat.GiProfile(
+        out.append(gpu_catalog.GiProfile(
             name=_live_name(info, const, ident["memory_total_mib"]),
             constant=const,
             profile_id=int(info.id),
@@ -200,12 +200,12 @@ def live_profiles(nvml, index):
 def find_live_profile(nvml, index, profile):
     """The live GiProfile called ``profile`` (name or GiProfile) on GPU ``index``; GpuOpsError if none."""
     profiles = live_profiles(nvml, index)
-    name = profile.name if isinstance(profile, cat.GiProfile) else profile
-    canon = cat.canonical_profile_name(name)
+    name = profile.name if isinstance(profile, gpu_catalog.GiProfile) else profile
+    canon = gpu_catalog.canonical_profile_name(name)
     for p in profiles:
         if p.name == canon:
             return p
-    if isinstance(profile, cat.GiProfile):
+    if isinstance(profile, gpu_catalog.GiProfile):
         for p in profiles:
             if p.constant == profile.constant:
                 return p
@@ -221,12 +221,12 @@ def find_live_profile(nvml, index, profile):
 def _ci_profile_ids(nvml, gi_handle, gi_compute_slices):
     """{ci_profile_id: (slices, constant)} for the CI profiles possible in this GI."""
     out = {}
-    for slices in cat.ci_slice_options(gi_compute_slices):
-        const = cat.CI_PROFILE_BY_SLICES.get(slices)
+    for slices in gpu_catalog.ci_slice_options(gi_compute_slices):
+        const = gpu_catalog.CI_PROFILE_BY_SLICES.get(slices)
         if const is None:
             continue
         try:
-            info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_handle, const, cat.CI_ENGINE_PROFILE_SHARED)
+            info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_handle, const, gpu_catalog.CI_ENGINE_PROFILE_SHARED)
         except NvmlError as e:
             if e.value in (NOT_SUPPORTED, INVALID_ARGUMENT):
                 continue
@@ -456,10 +456,10 @@ def gpu_info(simulator=None, diagram=True, run_command=None):
         host["backend"] = nvml.kind
     if diagram:
         try:
-            from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram as diagram_mod
+            from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
         except ImportError:
-            diagram_mod = None
-        if diagram_mod is not None:
-            lines = diagram_mod.render(host["gpus"])
+            slice_diagram = None
+        if slice_diagram is not None:
+            lines = slice_diagram.render(host["gpus"])
             host["diagram"] = lines.splitlines() if isinstance(lines, str) else list(lines)
     return host

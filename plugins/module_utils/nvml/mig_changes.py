@@ -9,7 +9,7 @@ uses. Split from the readers so that what only reads GPUs (``gpu_info``, check m
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import IN_USE, NOT_SUPPORTED, NvmlError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.gpu_state import (
@@ -70,7 +70,7 @@ def create_instance(nvml, index, gi_profile, start, compute_instances=None):
     p = find_live_profile(nvml, index, gi_profile)
     if compute_instances is None:
         compute_instances = [p.compute_slices]
-    options = cat.ci_slice_options(p.compute_slices)
+    options = gpu_catalog.ci_slice_options(p.compute_slices)
     for c in compute_instances:
         if c not in options:
             raise GpuOpsError("a %s GPU instance cannot hold a compute instance of %s compute slices; valid sizes: %s"
@@ -98,8 +98,8 @@ def create_instance(nvml, index, gi_profile, start, compute_instances=None):
         gi_id = int(nvml.nvmlGpuInstanceGetInfo(gi_handle).id)
         changes.append(_change("create_gpu_instance", "nvmlDeviceCreateGpuInstanceWithPlacement", gi_id))
         for c in sorted(compute_instances, reverse=True):
-            const = cat.CI_PROFILE_BY_SLICES[c]
-            info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_handle, const, cat.CI_ENGINE_PROFILE_SHARED)
+            const = gpu_catalog.CI_PROFILE_BY_SLICES[c]
+            info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_handle, const, gpu_catalog.CI_ENGINE_PROFILE_SHARED)
             ci_handle = nvml.nvmlGpuInstanceCreateComputeInstance(gi_handle, int(info.id))
             created.append((ci_handle, c))
             changes.append(_change("create_compute_instance", "nvmlGpuInstanceCreateComputeInstance", gi_id,

@@ -22,8 +22,8 @@ import math
 import re
 from collections import namedtuple
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as migcfg
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 KINDS = ("inference", "training", "dev")
@@ -107,7 +107,7 @@ def _current_layouts(value, models, configs, where):
         if configs and name in configs:
             gpus = [{"index": i, "mig_capable": gpu_catalog.mig_capable(m), "pci_device_id": m.variants[0].pci_device_id}
                     for i, m in enumerate(models)]
-            desired = migcfg.resolve(configs[name], gpus)
+            desired = mig_config.resolve(configs[name], gpus)
             out = []
             for i, m in enumerate(models):
                 d = desired.get(i)
@@ -164,7 +164,7 @@ def parse_nodes(nodes, current_configs=None):
         _fail("nodes must be a non-empty list of {name, gpus: [{model, count}], labels?, current?}")
     configs = None
     if current_configs:
-        configs = migcfg.parse_spec(current_configs, source="current_configs")
+        configs = mig_config.parse_spec(current_configs, source="current_configs")
     out = []
     seen = set()
     for i, n in enumerate(nodes):

@@ -22,7 +22,7 @@ import math
 import re
 from collections import namedtuple
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 MIG = "mig"
 TIME_SLICING = "time-slicing"

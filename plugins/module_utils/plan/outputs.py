@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE, standard_layout
 

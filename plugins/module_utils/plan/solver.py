@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as dm
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import heuristic, milp, outputs, packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 
@@ -122,7 +122,7 @@ def text_diagram(fleet, limit=3):
         count = len(seen[key])
         lines.append("%s%s (%s, %s)" % (fleet.nodes[ni].name, " and %d more like it" % (count - 1) if count > 1 else "",
                                         key[0] or "no MIG", outputs.device_plugin_name(fleet, ni)))
-        lines.extend("  " + line for line in diagram.render(_gpu_facts(fleet, ni)))
+        lines.extend("  " + line for line in slice_diagram.render(_gpu_facts(fleet, ni)))
     return "\n".join(lines)
 
 
@@ -130,10 +130,10 @@ def plan(params):
     t0 = time.time()
     p = dict(DEFAULTS)
     p.update(dict((k, v) for k, v in (params or {}).items() if v is not None))
-    dm.check_params(p)
-    nodes = dm.parse_nodes(p["nodes"], p.get("current_configs"))
-    items = dm.parse_demand(p["demand"])
-    prices = dm.parse_prices(p.get("prices"), nodes)
+    plan_demand.check_params(p)
+    nodes = plan_demand.parse_nodes(p["nodes"], p.get("current_configs"))
+    items = plan_demand.parse_demand(p["demand"])
+    prices = plan_demand.parse_prices(p.get("prices"), nodes)
     objective = p["objective"]
     budget = p["disruption_budget"]
     models, options, reasons = build_options(nodes, items)

@@ -10,8 +10,8 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 
 
 def gpu_row(gpu, host=None, shares=None):

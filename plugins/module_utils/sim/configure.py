@@ -10,7 +10,7 @@ import json
 import os
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import HostLock
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import ERROR_CODES, error_code
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import (
@@ -75,7 +75,7 @@ def _layout(state):
 def _wanted_layout(gpus):
     runs = []
     for entry in gpus:
-        model = cat.find_model(entry.get("model"))
+        model = gpu_catalog.find_model(entry.get("model"))
         count = int(entry.get("count", 1))
         if count <= 0:
             continue
@@ -228,7 +228,7 @@ def _configure(path, params, check_mode):
     if before is None or params.get("reset"):
         if gpus is None:
             raise GpuOpsError("gpus is required to create the simulated host %s (list of {model, count}; models: %s)"
-                              % (path, ", ".join(cat.model_keys())), valid_models=cat.model_keys())
+                              % (path, ", ".join(gpu_catalog.model_keys())), valid_models=gpu_catalog.model_keys())
         state = new_state(gpus, params.get("driver_version"), params.get("seed"))
         created = True
     else:

@@ -6,7 +6,7 @@ instances and MIG device handles (part of ``sim.reader.SimReader``)."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import INSUFFICIENT_RESOURCES, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, NvmlError
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import ComputeInstanceHandle, DeviceHandle, GpuInstanceHandle, Obj
 
@@ -20,7 +20,7 @@ class MigReads(object):
 
     # -- GPU instance profiles -------------------------------------------------------------------
     def _gi_profile_info(self, call, model, p):
-        eng = cat.profile_engines(model, p)
+        eng = gpu_catalog.profile_engines(model, p)
         return Obj(
             version=0x02000098, id=p.profile_id, isP2pSupported=0, sliceCount=p.compute_slices,
             instanceCount=p.max_instances, multiprocessorCount=p.sm or 0,
@@ -33,7 +33,7 @@ class MigReads(object):
         version = self.state.get("driver_version") or "0"
         known = getattr(self, "_lists_profiles", None)
         if known is None or known[0] != version:
-            known = (version, cat.version_tuple(version)[0] >= PROFILES_WITHOUT_MIG_DRIVER)
+            known = (version, gpu_catalog.version_tuple(version)[0] >= PROFILES_WITHOUT_MIG_DRIVER)
             self._lists_profiles = known  # pylint: disable=attribute-defined-outside-init
         return known[1]
 
@@ -50,9 +50,9 @@ class MigReads(object):
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile, version=2):
         call = "nvmlDeviceGetGpuInstanceProfileInfo"
         gpu, model = self._profile_gpu(call, handle)
-        if not isinstance(profile, int) or profile < 0 or profile >= cat.GI_PROFILE_COUNT:
+        if not isinstance(profile, int) or profile < 0 or profile >= gpu_catalog.GI_PROFILE_COUNT:
             raise NvmlError(INVALID_ARGUMENT, call=call)
-        p = cat.profile_by_constant(model, profile)
+        p = gpu_catalog.profile_by_constant(model, profile)
         if p is None:
             raise NvmlError(NOT_SUPPORTED, call=call)
         info = self._gi_profile_info(call, model, p)
@@ -142,12 +142,12 @@ class MigReads(object):
     def _ci_profile(self, call, model, gp, profile):
         """CI slice count for a CI profile constant/id in a GI of profile ``gp``."""
         slices = None
-        for s, const in cat.CI_PROFILE_BY_SLICES.items():
+        for s, const in gpu_catalog.CI_PROFILE_BY_SLICES.items():
             if const == profile:
                 slices = s
         if slices is None:
             raise NvmlError(INVALID_ARGUMENT, call=call)
-        if slices not in cat.ci_slice_options(gp.compute_slices):
+        if slices not in gpu_catalog.ci_slice_options(gp.compute_slices):
             raise NvmlError(NOT_SUPPORTED, call=call)
         return slices
 
@@ -155,7 +155,7 @@ class MigReads(object):
         call = "nvmlGpuInstanceGetComputeInstanceProfileInfo"
         gpu, model, gi = self._gi(call, gpuInstance)
         gp = self._gi_profile(model, gi)
-        if engProfile != cat.CI_ENGINE_PROFILE_SHARED:
+        if engProfile != gpu_catalog.CI_ENGINE_PROFILE_SHARED:
             raise NvmlError(INVALID_ARGUMENT, call=call)
         slices = self._ci_profile(call, model, gp, profile)
         sm = gp.sm or 0

@@ -11,7 +11,7 @@ Injected faults apply here too (a counted fault is used up under the host lock).
 from __future__ import annotations
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import Backend
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
     GPU_IS_LOST,
@@ -136,7 +136,7 @@ class SimReader(MigReads, Backend):
     def _model(self, gpu):
         key = gpu["model"]
         if key not in self._models:
-            self._models[key] = cat.find_model(key)
+            self._models[key] = gpu_catalog.find_model(key)
         return self._models[key]
 
     def _mig_gpu(self, call, handle):
@@ -223,7 +223,7 @@ class SimReader(MigReads, Backend):
 
     def nvmlSystemGetNVMLVersion(self):
         self._enter("nvmlSystemGetNVMLVersion")
-        major = cat.version_tuple(self.state.get("driver_version") or DEFAULT_DRIVER)[0]
+        major = gpu_catalog.version_tuple(self.state.get("driver_version") or DEFAULT_DRIVER)[0]
         return "%d.%s" % (major // 10 + 1 if major < 100 else 12, self.state.get("driver_version") or DEFAULT_DRIVER)
 
     def nvmlSystemGetProcessName(self, pid):
@@ -291,8 +291,8 @@ class SimReader(MigReads, Backend):
         domain, bus, rest = bus_id.split(":")
         return Obj(
             busId=bus_id.encode(), busIdLegacy=bus_id[4:].encode(), domain=int(domain, 16), bus=int(bus, 16),
-            device=int(rest.split(".")[0], 16), pciDeviceId=(dev << 16) | cat.NVIDIA_VENDOR_ID,
-            pciSubSystemId=(0x1463 << 16) | cat.NVIDIA_VENDOR_ID,
+            device=int(rest.split(".")[0], 16), pciDeviceId=(dev << 16) | gpu_catalog.NVIDIA_VENDOR_ID,
+            pciSubSystemId=(0x1463 << 16) | gpu_catalog.NVIDIA_VENDOR_ID,
         )
 
     nvmlDeviceGetPciInfo_v3 = nvmlDeviceGetPciInfo

@@ -5,7 +5,7 @@
 
 The simulator is pynvml's function names over this JSON state file, enforcing real MIG rules: the
 read path in ``sim.reader`` (+ ``sim.mig_reader``), the mutations in ``sim.writer``, the
-nvml_simulator module's logic in ``sim.configure``. The catalog (``mig.catalog``) is the single source of models and MIG profiles. The state file is
+nvml_simulator module's logic in ``sim.configure``. The catalog (``catalog.gpus``) is the single source of models and MIG profiles. The state file is
 read once per ``nvmlInit`` and written (atomically) after each mutating call. Its format is
 documented in docs/nvml-simulator.md.
 
@@ -42,7 +42,7 @@ import tempfile
 import uuid as uuidlib
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 STATE_VERSION = 1
 DEFAULT_DRIVER = "550.127.08"
@@ -202,7 +202,7 @@ class ComputeInstanceHandle(object):
 # --------------------------------------------------------------------------------------------------
 
 def cuda_for_driver(driver_version):
-    major = cat.version_tuple(driver_version)[0] if driver_version else 0
+    major = gpu_catalog.version_tuple(driver_version)[0] if driver_version else 0
     for branch, cuda in _CUDA_BY_BRANCH:
         if major >= branch:
             return cuda
@@ -212,7 +212,7 @@ def cuda_for_driver(driver_version):
 def new_gpu(index, model, nvml_name=None, rng=None):
     """State of one freshly installed GPU of ``model`` (GpuModel) at ``index``."""
     rng = rng or random
-    variant = cat.variant_for(model, nvml_name)
+    variant = gpu_catalog.variant_for(model, nvml_name)
     power = _POWER.get(model.key, (300, 100))
     clocks = _CLOCKS.get(model.key)
     gpu = {
@@ -253,7 +253,7 @@ def new_state(gpus, driver_version=None, seed=None):
     }
     for entry in gpus:
         ref = entry.get("model")
-        model = cat.find_model(ref)
+        model = gpu_catalog.find_model(ref)
         name = ref if isinstance(ref, str) and ref.lower() != model.key else None
         count = int(entry.get("count", 1))
         if count < 0:
@@ -344,8 +344,8 @@ def validate_state(state, path):
         if sh.get(gpu, "index", where, "int") != i:
             sh.fail(where + ".index", "must be %d (its position in gpus), got %s" % (i, gpu["index"]))
         model = sh.get(gpu, "model", where, "str")
-        if cat.lookup_model(model) is None:
-            sh.fail(where + ".model", "is %r, not a catalog model; valid models: %s" % (model, ", ".join(cat.model_keys())))
+        if gpu_catalog.lookup_model(model) is None:
+            sh.fail(where + ".model", "is %r, not a catalog model; valid models: %s" % (model, ", ".join(gpu_catalog.model_keys())))
         for key in ("name", "uuid", "pci_device_id", "pci_bus_id"):
             sh.get(gpu, key, where, "str")
         sh.get(gpu, "serial", where, "str", required=False)
@@ -436,7 +436,7 @@ def _health(gpu, key):
 
 def reboot_gpu_state(gpu, model):
     """What a host reboot does to one GPU."""
-    if cat.mig_mode_persistent(model):
+    if gpu_catalog.mig_mode_persistent(model):
         gpu["mig_mode_current"] = gpu.get("mig_mode_pending", 0)
     else:
         gpu["mig_mode_current"] = 0
@@ -459,7 +459,7 @@ def reboot_gpu_state(gpu, model):
 def reboot_state(state):
     """A simulated host reboot: pending modes applied on Ampere, MIG mode lost on Hopper+, no instances."""
     for gpu in state["gpus"]:
-        reboot_gpu_state(gpu, cat.find_model(gpu["model"]))
+        reboot_gpu_state(gpu, gpu_catalog.find_model(gpu["model"]))
     state["boot_id"] = int(state.get("boot_id", 1)) + 1
     return state
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import uuid as uuidlib
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
     IN_USE,
     INSUFFICIENT_RESOURCES,
@@ -78,7 +78,7 @@ class SimBackend(SimReader):
             raise NvmlError(IN_USE, call=call)
         if mode == 0 and gpu.get("gpu_instances"):
             raise NvmlError(IN_USE, call=call)
-        if cat.mig_mode_needs_reset(model):
+        if gpu_catalog.mig_mode_needs_reset(model):
             gpu["mig_mode_pending"] = mode
             status = 0 if gpu.get("mig_mode_current", 0) == mode else RESET_REQUIRED
         else:
@@ -242,7 +242,7 @@ class SimBackend(SimReader):
                 % (index, ", ".join(str(p["pid"]) for p in procs))), pids=[int(p["pid"]) for p in procs])
         model = self._model(gpu)
         lost = _health(gpu, "lost")
-        if cat.mig_mode_persistent(model):
+        if gpu_catalog.mig_mode_persistent(model):
             gpu["mig_mode_current"] = gpu.get("mig_mode_pending", 0)
         else:
             gpu["mig_mode_current"] = 0

@@ -26,8 +26,9 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
 
 DRA_API = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"
@@ -44,8 +45,8 @@ def mig_class(profile):
 
 def class_for_resource(resource, where="resource"):
     """The DeviceClass a device-plugin resource name corresponds to."""
-    res = gpu_stack.check_gpu_resource(resource, where)
-    if res.endswith(gpu_stack.SHARED_SUFFIX):
+    res = resources.check_gpu_resource(resource, where)
+    if res.endswith(resources.SHARED_SUFFIX):
         raise GpuOpsError("%s: %s is a time-slicing/MPS replica; DRA allocates whole GPUs and MIG devices "
                           "(nvidia.com/gpu, nvidia.com/mig-<profile>)" % (where, res))
     if res == "nvidia.com/gpu":
@@ -56,7 +57,7 @@ def class_for_resource(resource, where="resource"):
 def device_classes(profiles=None):
     """DeviceClass manifests: whole GPUs, any MIG device and one class per profile (catalog by default)."""
     if profiles is None:
-        profiles = [p for p in gpu_stack.mig_profiles()
+        profiles = [p for p in resources.mig_profiles()
                     if gpu_catalog.is_advertised_mig_device(gpu_catalog.canonical_profile_name(p))]
     base = "device.driver == '%s'" % DRIVER
     attr = "device.attributes['%s']" % DRIVER
@@ -132,7 +133,7 @@ def node_devices(host):
 
 def resource_slice(node_name, host, generation=1):
     """One ResourceSlice (pool = node) for ``node_name`` from its ``gpu_info`` facts."""
-    if not gpu_stack.DNS1123_SUBDOMAIN_RE.match(str(node_name or "")):
+    if not validation.DNS1123_SUBDOMAIN_RE.match(str(node_name or "")):
         raise GpuOpsError("node name %r is not a valid Kubernetes node name" % (node_name,))
     return {
         "apiVersion": DRA_API, "kind": "ResourceSlice",
@@ -148,10 +149,10 @@ def claim_quota(hard):
     """The DRA quota keys for a normalized ``hard`` (``requests.nvidia.com/...`` keys) -> ``{key: count}``."""
     out = {}
     for key, qty in sorted((hard or {}).items()):
-        if not (key.startswith("requests.") and gpu_stack.is_gpu_resource_key(key)):
+        if not (key.startswith("requests.") and resources.is_gpu_resource_key(key)):
             continue
         res = key[len("requests."):]
-        if res.endswith(gpu_stack.SHARED_SUFFIX):
+        if res.endswith(resources.SHARED_SUFFIX):
             continue
         out[class_for_resource(res, "quota %s" % key) + QUOTA_SUFFIX] = str(qty)
     return out

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kueue objects for GPU tenants: ResourceFlavors, ClusterQueues in one cohort, LocalQueues and
 WorkloadPriorityClasses, from the same tenant spec as ``gpu_tenancy`` (validated by
-``gpu_stack.validate_tenants``) and the cluster's Node objects.
+``quotas.validate_tenants``) and the cluster's Node objects.
 
 Pure Python, Python 3.9 compatible. Facts (sigs.k8s.io/kueue v0.17, API ``kueue.x-k8s.io/v1beta2``):
 
@@ -30,11 +30,12 @@ import copy
 import re
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import GPU_RESOURCE, MIG_PREFIX
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import quotas
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
@@ -70,7 +71,7 @@ def node_flavors(nodes):
         alloc = (node.get("status") or {}).get("allocatable") or {}
         for res, qty in sorted(alloc.items()):
             res = str(res)
-            if res.endswith(gpu_stack.SHARED_SUFFIX):
+            if res.endswith(resources.SHARED_SUFFIX):
                 continue
             try:
                 n = int(str(qty))
@@ -100,8 +101,8 @@ def preemption_from_classes(priority_classes, within=None, reclaim=None):
                    for spec in (priority_classes or {}).values())
     out = {"withinClusterQueue": within or ("LowerPriority" if preempts else "Never"),
            "reclaimWithinCohort": reclaim or ("Any" if preempts else "Never")}
-    gpu_stack._choice(out["withinClusterQueue"], WITHIN_POLICIES, "within_cluster_queue")
-    gpu_stack._choice(out["reclaimWithinCohort"], RECLAIM_POLICIES, "reclaim_within_cohort")
+    validation.choice(out["withinClusterQueue"], WITHIN_POLICIES, "within_cluster_queue")
+    validation.choice(out["reclaimWithinCohort"], RECLAIM_POLICIES, "reclaim_within_cohort")
     return out
 
 
@@ -114,8 +115,8 @@ def _limits(tenant, key, where):
         res = str(res)
         if res.startswith("requests."):
             res = res[len("requests."):]
-        gpu_stack.check_gpu_resource(res, "%s queueing.%s" % (where, key))
-        out[res] = gpu_stack._int(qty, "%s queueing.%s[%s]" % (where, key, res), minimum=0)
+        resources.check_gpu_resource(res, "%s queueing.%s" % (where, key))
+        out[res] = validation.integer(qty, "%s queueing.%s[%s]" % (where, key, res), minimum=0)
     return out
 
 
@@ -126,8 +127,8 @@ def tenant_nominal(tenant, flavors):
     queueing = tenant.get("queueing") or {}
     if not isinstance(queueing, dict):
         raise GpuOpsError("%s: queueing must be a mapping with keys %s" % (where, ", ".join(TENANT_QUEUEING_KEYS)))
-    gpu_stack._check_keys(queueing, TENANT_QUEUEING_KEYS, where + " queueing")
-    caps, _uncapped = gpu_stack.tenant_gpu_caps(tenant)
+    validation.check_keys(queueing, TENANT_QUEUEING_KEYS, where + " queueing")
+    caps, _uncapped = quotas.tenant_gpu_caps(tenant)
     explicit = queueing.get("flavors") or {}
     if not isinstance(explicit, dict):
         raise GpuOpsError("%s queueing.flavors must be a mapping of flavor -> count" % where)
@@ -137,12 +138,12 @@ def tenant_nominal(tenant, flavors):
             raise GpuOpsError("%s queueing.flavors: no node offers flavor %r; flavors of the nodes: %s"
                               % (where, flavor, ", ".join(sorted(flavors)) or "none"),
                               valid_flavors=sorted(flavors))
-        nominal[flavor] = gpu_stack._int(qty, "%s queueing.flavors[%s]" % (where, flavor), minimum=0)
+        nominal[flavor] = validation.integer(qty, "%s queueing.flavors[%s]" % (where, flavor), minimum=0)
     by_resource = {}
     for name, entry in flavors.items():
         by_resource.setdefault(entry["resource"], []).append(name)
     for res, qty in sorted(caps.items()):
-        if res.endswith(gpu_stack.SHARED_SUFFIX):
+        if res.endswith(resources.SHARED_SUFFIX):
             continue
         candidates = sorted(by_resource.get(res, []))
         given = sum(nominal.get(f, 0) for f in candidates if f in explicit)
@@ -165,7 +166,7 @@ def tenant_nominal(tenant, flavors):
 
 def capacity_check(nominals, flavors, policy="fail"):
     """Per flavor: the tenants' nominal quotas never exceed what the flavor's nodes offer."""
-    gpu_stack._choice(policy, gpu_stack.CAPACITY_POLICIES, "capacity policy")
+    validation.choice(policy, quotas.CAPACITY_POLICIES, "capacity policy")
     report = {}
     for name, entry in sorted(flavors.items()):
         tenants = dict((t, n[name]) for t, n in nominals.items() if n.get(name))
@@ -194,9 +195,9 @@ def plan(tenants, nodes, priority_classes=None, cohort="gpu-tenants", within=Non
     Returns ``(result, warnings)``; ``result``: ``flavors``, ``cluster_queues``, ``local_queues``,
     ``priority_classes`` (lists of manifests), ``capacity`` and ``preemption``.
     """
-    if not gpu_stack.DNS1123_SUBDOMAIN_RE.match(str(cohort)):
+    if not validation.DNS1123_SUBDOMAIN_RE.match(str(cohort)):
         raise GpuOpsError("cohort %r must be a DNS-1123 subdomain (lower case, digits, '-' and '.')" % (cohort,))
-    if not gpu_stack.DNS1123_LABEL_RE.match(str(queue_name)):
+    if not validation.DNS1123_LABEL_RE.match(str(queue_name)):
         raise GpuOpsError("queue name %r must be a DNS-1123 label" % (queue_name,))
     if tolerations is not None and not isinstance(tolerations, list):
         raise GpuOpsError("tolerations must be a list of Kubernetes tolerations")

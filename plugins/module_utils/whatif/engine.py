@@ -47,8 +47,8 @@ from __future__ import annotations
 import math
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as fragmod
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as migmod
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import nonzero_cpu
 
 try:
@@ -377,7 +377,7 @@ class MilliReplay(_Replay):
         self.total_left = cluster.ngpu * MILLI
         self.full = cluster.ngpu.copy()  # fully free GPUs
         self.max_left = np.where(cluster.ngpu > 0, MILLI, -1).astype(np.int64)
-        self.frag = fragmod.NodeFrag(typical, cluster, self.gl, self.cpu_left)
+        self.frag = whatif_frag.NodeFrag(typical, cluster, self.gl, self.cpu_left)
 
     def free_milli(self, idx):
         return self.total_left[idx]
@@ -473,14 +473,14 @@ class SliceReplay(_Replay):
         self.present = present
         self._kmap = {}
         self.typ = typical
-        self.frag = fragmod.SliceFrag(typical, cluster, table, present, self.size_s, SCALE, self.nf, self.total_left,
+        self.frag = whatif_frag.SliceFrag(typical, cluster, table, present, self.size_s, SCALE, self.nf, self.total_left,
                                       self.cpu_left)
 
     def kind_nodes(self, milli):
         """Unit kind per node for a per-GPU request of ``milli`` (-1 on nodes without GPUs)."""
         q = self._kmap.get(milli)
         if q is None:
-            per_model = np.array([migmod.request_kind(self.table, sorted(p), milli) for p in self.present] + [-1],
+            per_model = np.array([whatif_mig.request_kind(self.table, sorted(p), milli) for p in self.present] + [-1],
                                  dtype=np.int64)
             q = per_model[self.c.model_idx]  # model_idx -1 -> last entry
             self._kmap[milli] = q
@@ -541,7 +541,7 @@ class SliceReplay(_Replay):
         """
         have = self.fc[node, :, q]
         gpus = np.flatnonzero(have > 0)
-        if q == migmod.WHOLE:
+        if q == whatif_mig.WHOLE:
             return [int(i) for i in gpus[:num]]
         if num == 1:
             if self.scoring == "random":

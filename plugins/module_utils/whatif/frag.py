@@ -154,7 +154,7 @@ class SliceFrag(object):
     (other kinds, slices no instance covers) is. Values are scaled milli (x ``scale``)."""
 
     def __init__(self, typical, cluster, table, present, size_s, scale, nf, total_left, cpu_left):
-        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig
+        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 
         self.t = typical
         self.scale = scale
@@ -164,7 +164,7 @@ class SliceFrag(object):
         for m in range(len(cluster.models)):
             for j in range(t.ntypes):
                 if t.acc[m + 1, j]:
-                    qt[m + 1, j] = mig.request_kind(table, sorted(present[m]), int(t.t_milli[j]))
+                    qt[m + 1, j] = whatif_mig.request_kind(table, sorted(present[m]), int(t.t_milli[j]))
         self.qt = qt
         self.model_row = cluster.model_idx + 1
         self.fd = self._fd(np.arange(cluster.n), nf, total_left, cpu_left)

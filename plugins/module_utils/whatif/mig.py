@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as migcfg
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 
@@ -187,11 +187,11 @@ def _gpu_layouts_for(layout, shape, ngpu, where):
         return [dict(layout)] * ngpu
     if isinstance(layout, list):
         try:
-            entries = migcfg.parse_entries(layout, source=where.text())
+            entries = mig_config.parse_entries(layout, source=where.text())
         except GpuOpsError as e:
             where.fail(e.msg)
         gpus = [{"index": i, "mig_capable": True} for i in range(ngpu)]
-        desired = migcfg.resolve(entries, gpus)
+        desired = mig_config.resolve(entries, gpus)
         out = []
         for i in range(ngpu):
             d = desired.get(i)
@@ -268,7 +268,7 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
     if not isinstance(spec, dict) or not isinstance(configs_in, list):
         raise GpuOpsError("plan needs mig_parted_config (a mig-parted v1 spec) and node_configs ([{node, mig_config}])",
                           keys=sorted(plan))
-    configs = migcfg.parse_spec(spec, source="plan.mig_parted_config")
+    configs = mig_config.parse_spec(spec, source="plan.mig_parted_config")
     by_name = dict((n.name, n) for n in nodes)
     chosen = {}
     for i, item in enumerate(configs_in):
@@ -294,7 +294,7 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
         cfg, where = chosen[n.name]
         shape = shape_of(n.model, mig_shape)
         gpus = [{"index": i, "mig_capable": True} for i in range(n.gpus)]
-        desired = migcfg.resolve(configs[cfg], gpus)
+        desired = mig_config.resolve(configs[cfg], gpus)
         per_gpu = []
         for i in range(n.gpus):
             d = desired.get(i)

@@ -38,8 +38,8 @@ import random
 import time
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as datamod
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as migmod
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SCORINGS
@@ -54,7 +54,7 @@ DEFAULTS = {
     "nodes_csv": None, "pods_csv": None, "nodes": None, "pods": None,
     "scoring": ["kube-default"], "sharing": ["exclusive"], "inflation": 1.3, "order": "shuffle",
     "seed": 42, "seeds": None, "sample_nodes": None, "pods_per_node": None,
-    "mig_config": None, "mig_shape": migmod.DEFAULT_SHAPE, "plan": None, "prices": None,
+    "mig_config": None, "mig_shape": whatif_mig.DEFAULT_SHAPE, "plan": None, "prices": None,
     "tie_break": "auto", "percentage_of_nodes_to_score": None, "typical_threshold": 95,
     "report": None, "report_title": None,
 }
@@ -136,8 +136,8 @@ def normalise(params):
 
 def load_inputs(p):
     """``(nodes, pods)`` from the CSV files or the lists."""
-    nodes = datamod.read_nodes_csv(p["nodes_csv"]) if p["nodes_csv"] is not None else datamod.nodes_from_list(p["nodes"])
-    pods = datamod.read_pods_csv(p["pods_csv"]) if p["pods_csv"] is not None else datamod.pods_from_list(p["pods"])
+    nodes = whatif_data.read_nodes_csv(p["nodes_csv"]) if p["nodes_csv"] is not None else whatif_data.nodes_from_list(p["nodes"])
+    pods = whatif_data.read_pods_csv(p["pods_csv"]) if p["pods_csv"] is not None else whatif_data.pods_from_list(p["pods"])
     if p["pods_per_node"]:
         nodes = [n if n.pods is not None else n._replace(pods=p["pods_per_node"]) for n in nodes]
     if not any(n.gpus for n in nodes):
@@ -160,10 +160,10 @@ def sample(nodes, k, seed):
 def layouts_for(sharing, nodes, p, table=None):
     """Unit layouts for the unit-model sharing modes (validated)."""
     if sharing == "mig":
-        return migmod.static_layouts(nodes, p["mig_config"], p["mig_shape"], table)
+        return whatif_mig.static_layouts(nodes, p["mig_config"], p["mig_shape"], table)
     if sharing == "planned":
-        return migmod.planned_layouts(nodes, p["plan"], p["mig_shape"], table)
-    return migmod.exclusive_layouts(nodes, table)
+        return whatif_mig.planned_layouts(nodes, p["plan"], p["mig_shape"], table)
+    return whatif_mig.exclusive_layouts(nodes, table)
 
 
 def arrivals_for(pods, capacity_milli, p, seed):
@@ -192,17 +192,17 @@ def typical_for(pods, sharing, threshold=95):
 
 def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, progress=None):
     """One replay -> (events, engine). ``rng`` continues the arrival draw's stream."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
 
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
-    typ = frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
+    typ = whatif_frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
     arr = engine_arrivals(seq, sharing)
     if sharing in ("exclusive", "fractional"):
-        r = eng.MilliReplay(cluster, arr, scoring, typ, rng, p["percentage_of_nodes_to_score"], tie)
+        r = whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, p["percentage_of_nodes_to_score"], tie)
     else:
         table, lay = layouts
-        r = eng.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, p["percentage_of_nodes_to_score"], tie)
+        r = whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, p["percentage_of_nodes_to_score"], tie)
     return r.run(progress), r
 
 
@@ -215,7 +215,7 @@ def replay_one(params, seed=None, sharing=None, scoring=None, tie_seeds=None):
     ``placed_counts`` lists the pods placed each time (the spread of a policy that breaks ties at
     random, such as kube-default).
     """
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
 
     p = normalise(params)
     seed = p["seeds"][0] if seed is None else seed
@@ -223,7 +223,7 @@ def replay_one(params, seed=None, sharing=None, scoring=None, tie_seeds=None):
     scoring = scoring or p["scoring"][0]
     nodes_all, pods = load_inputs(p)
     nodes = sample(nodes_all, p["sample_nodes"], seed)
-    cluster = eng.Cluster(nodes)
+    cluster = whatif_engine.Cluster(nodes)
     seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
     lay = layouts_for(sharing, nodes, p) if sharing in ("mig", "planned") else None
     events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, lay)
@@ -239,8 +239,8 @@ def stepper(params, seed=None):
     """A replay to drive one arrival at a time (``engine.best_nodes`` / ``engine.commit``), with the
     same sampling, order and inflation as :func:`run`: ``{"nodes", "arrivals", "engine"}``
     (exclusive or fractional sharing)."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
 
     p = normalise(params)
     seed = p["seeds"][0] if seed is None else seed
@@ -249,11 +249,11 @@ def stepper(params, seed=None):
         raise GpuOpsError("stepping is for sharing exclusive or fractional, not %r" % (sharing,))
     nodes_all, pods = load_inputs(p)
     nodes = sample(nodes_all, p["sample_nodes"], seed)
-    cluster = eng.Cluster(nodes)
+    cluster = whatif_engine.Cluster(nodes)
     seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
-    typ = frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
-    replay_ = eng.MilliReplay(cluster, engine_arrivals(seq, sharing), scoring, typ, rng,
+    typ = whatif_frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
+    replay_ = whatif_engine.MilliReplay(cluster, engine_arrivals(seq, sharing), scoring, typ, rng,
                               p["percentage_of_nodes_to_score"], tie)
     return {"nodes": nodes, "arrivals": seq, "engine": replay_}
 
@@ -363,7 +363,7 @@ def run(params, progress=None, clock=time.time):
         if sharing in ("mig", "planned"):
             layouts_for(sharing, nodes_all, p)
     t_load = clock() - t0
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as eng
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
 
     combos = [(sh, sc) for sh in p["sharing"] for sc in p["scoring"]]
@@ -372,7 +372,7 @@ def run(params, progress=None, clock=time.time):
     clusters = []
     for seed in p["seeds"]:
         nodes = sample(nodes_all, p["sample_nodes"], seed)
-        cluster = eng.Cluster(nodes)
+        cluster = whatif_engine.Cluster(nodes)
         clusters.append(describe_cluster(nodes))
         seq, rng0, added, removed = arrivals_for(pods, cluster.total_milli, p, seed)
         wl["arrivals"].append(len(seq))

@@ -14,7 +14,7 @@ replay need ``prices`` (USD per GPU-hour per model), otherwise they are reported
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 TRACE_MODELS = {
     "P4": {"name": "Tesla P4", "memory_mib": 7611},

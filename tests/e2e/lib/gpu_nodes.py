@@ -26,7 +26,7 @@ if not os.path.exists(_link):
 if _COLLECTIONS not in sys.path:
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_node_labels  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels  # noqa: E402
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 DEFAULT_NODE_RESOURCES = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "2Ti"}
@@ -97,7 +97,7 @@ def ensure_node(api, name, gpus=None, mig_strategy="none", mig_config=None, shar
 
     state = None
     if gpus or gpu_facts:
-        state = gpu_node_labels.node_gpu_state(gpus=gpus, mig_strategy=mig_strategy, mig_config=mig_config,
+        state = gpu_labels.node_gpu_state(gpus=gpus, mig_strategy=mig_strategy, mig_config=mig_config,
                                                sharing=sharing, gpu_facts=gpu_facts,
                                                driver_version=driver_version)
     try:
@@ -113,7 +113,7 @@ def ensure_node(api, name, gpus=None, mig_strategy="none", mig_config=None, shar
     desired = state or {"labels": {}, "capacity": {}}
     if labels:
         desired = {"labels": dict(desired["labels"], **labels), "capacity": desired["capacity"]}
-    changes = gpu_node_labels.node_changes(node.metadata.labels, node.status.capacity, desired)
+    changes = gpu_labels.node_changes(node.metadata.labels, node.status.capacity, desired)
     if changes["labels"]:
         api.patch_node(name, {"metadata": {"labels": changes["labels"]}})
     if changes["capacity"]:

@@ -51,8 +51,8 @@ def config_effect(name, config):
     """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
     ``{"mig_strategy", "sharing"}`` for ``gpu_node_labels.node_gpu_state`` (the collection's
     ``stack.device_plugin_config_effect``, which mig_reconfigure.yml's wait uses too)."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
-    return gpu_stack.device_plugin_config_effect(name, config)
+    from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
+    return device_plugin.device_plugin_config_effect(name, config)
 
 
 class PluginConfigs(object):
@@ -110,8 +110,8 @@ class SimDevicePlugin(threading.Thread):
         """(mig_strategy, sharing) for node ``name``: its config of the deployed device plugin (node label
         nvidia.com/device-plugin.config, else the default), else the inventory's values."""
         if deployed:
-            from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
-            effect = gpu_stack.node_device_plugin_effect(self.api.read_node(name).metadata.labels or {}, deployed)
+            from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
+            effect = device_plugin.node_device_plugin_effect(self.api.read_node(name).metadata.labels or {}, deployed)
             if effect is not None:
                 return effect["mig_strategy"], effect["sharing"]
         return spec.get("mig_strategy") or "none", spec.get("sharing")

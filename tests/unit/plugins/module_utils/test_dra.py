@@ -3,7 +3,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import quotas
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
@@ -68,7 +68,7 @@ def test_device_classes():
 
 
 def test_claim_quotas_from_the_tenant_spec():
-    tenants, _w = gs.validate_tenants([{"name": "a", "quota": {"hard": {
+    tenants, _w = quotas.validate_tenants([{"name": "a", "quota": {"hard": {
         "requests.nvidia.com/gpu": 2, "requests.nvidia.com/mig-1g.10gb": 4, "requests.cpu": "8",
         "requests.nvidia.com/gpu.shared": 3}}}])
     assert gpu_dra.tenant_claim_quotas(tenants) == {"a": {

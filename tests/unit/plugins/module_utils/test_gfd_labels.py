@@ -2,7 +2,7 @@
 """Issue 16 item 11: the simulated GFD labels follow GFD v0.20.0 (internal/lm/resource.go, mig-strategy.go)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s.labels import node_gpu_state
 
 ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")

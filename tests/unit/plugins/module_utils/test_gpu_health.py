@@ -1,7 +1,7 @@
 """Unit tests for gpu_health: host evaluation, Xid parsing, hysteresis and circuit breaker."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks as gh
+from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks as health_checks
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 
@@ -26,16 +26,16 @@ def host(n=8, **overrides):
 
 
 def test_healthy_host():
-    verdict = gh.evaluate_host(host(), expected_gpus=8)
+    verdict = health_checks.evaluate_host(host(), expected_gpus=8)
     assert verdict["healthy"] is True
     assert verdict["problems"] == []
     assert verdict["remediation"] == "none"
 
 
 def test_ecc_threshold_is_strictly_greater():
-    at = gh.evaluate_host(host(g2={"ecc_errors": {"volatile_uncorrected": 10, "aggregate_uncorrected": 10}}))
+    at = health_checks.evaluate_host(host(g2={"ecc_errors": {"volatile_uncorrected": 10, "aggregate_uncorrected": 10}}))
     assert at["healthy"]
-    over = gh.evaluate_host(host(g2={"ecc_errors": {"volatile_uncorrected": 11, "aggregate_uncorrected": 11}}))
+    over = health_checks.evaluate_host(host(g2={"ecc_errors": {"volatile_uncorrected": 11, "aggregate_uncorrected": 11}}))
     assert not over["healthy"]
     assert [p["check"] for p in over["problems"]] == ["ecc_uncorrected"]  # one problem per GPU
     assert over["problems"][0]["gpu"] == 2
@@ -45,30 +45,30 @@ def test_ecc_threshold_is_strictly_greater():
 
 def test_ecc_threshold_configurable():
     facts = host(g0={"ecc_errors": {"volatile_uncorrected": 3, "aggregate_uncorrected": 3}})
-    assert gh.evaluate_host(facts)["healthy"]
-    assert not gh.evaluate_host(facts, policy={"ecc_error_threshold": 2})["healthy"]
+    assert health_checks.evaluate_host(facts)["healthy"]
+    assert not health_checks.evaluate_host(facts, policy={"ecc_error_threshold": 2})["healthy"]
 
 
 def test_retired_pages_and_row_remap_failure():
-    verdict = gh.evaluate_host(host(g1={"retired_pages_pending": True}, g3={"remapped_rows_failure": True}))
+    verdict = health_checks.evaluate_host(host(g1={"retired_pages_pending": True}, g3={"remapped_rows_failure": True}))
     checks = sorted((p["check"], p["gpu"]) for p in verdict["problems"])
     assert checks == [("remapped_rows_failure", 3), ("retired_pages_pending", 1)]
     assert verdict["remediation"] == "reboot"
 
 
 def test_temperature_default_90():
-    assert gh.evaluate_host(host(g0={"temperature_c": 90}))["healthy"]
-    hot = gh.evaluate_host(host(g0={"temperature_c": 91}))
+    assert health_checks.evaluate_host(host(g0={"temperature_c": 90}))["healthy"]
+    hot = health_checks.evaluate_host(host(g0={"temperature_c": 91}))
     assert hot["problems"][0]["check"] == "temperature"
     assert "91 C > 90 C" in hot["reason"]
 
 
 def test_missing_gpus():
-    verdict = gh.evaluate_host(host(7), expected_gpus=8)
+    verdict = health_checks.evaluate_host(host(7), expected_gpus=8)
     assert not verdict["healthy"]
     assert verdict["problems"][0]["check"] == "gpus_missing"
     assert verdict["reason"] == "7 of 8 GPUs visible"
-    assert gh.evaluate_host(host(7), expected_gpus=None)["healthy"]
+    assert health_checks.evaluate_host(host(7), expected_gpus=None)["healthy"]
 
 
 KLOG = """\
@@ -82,7 +82,7 @@ some unrelated line
 
 
 def test_parse_xids():
-    events = gh.parse_xids(KLOG)
+    events = health_checks.parse_xids(KLOG)
     assert [e["xid"] for e in events] == [13, 79, 48, 48, 999]
     assert events[0]["timestamp"] == "2026-12-02T10:00:00+0000"
     assert events[2]["timestamp"] == pytest.approx(1234.56789)
@@ -91,7 +91,7 @@ def test_parse_xids():
 
 
 def test_xids_in_verdict_map_to_gpu_and_dedupe():
-    verdict = gh.evaluate_host(host(), expected_gpus=8, kernel_log=KLOG)
+    verdict = health_checks.evaluate_host(host(), expected_gpus=8, kernel_log=KLOG)
     xids = [(p["value"], p["gpu"]) for p in verdict["problems"] if p["check"] == "xid"]
     # 13 ignored (application), 48 reported once, unknown 999 drains by default
     assert xids == [(79, 3), (48, 0), (999, 1)]
@@ -100,15 +100,15 @@ def test_xids_in_verdict_map_to_gpu_and_dedupe():
 
 def test_xid_policy_overrides():
     policy = {"xid_actions": {"999": "ignore"}, "xid_ignore": [13, 79]}
-    verdict = gh.evaluate_host(host(), kernel_log=KLOG, policy=policy)
+    verdict = health_checks.evaluate_host(host(), kernel_log=KLOG, policy=policy)
     assert [p["value"] for p in verdict["problems"]] == [48]
 
 
 def test_bad_policy_names_valid_values():
     with pytest.raises(GpuOpsError, match="must be one of ignore, drain, reset_gpu, reboot"):
-        gh.evaluate_host(host(), policy={"xid_actions": {48: "panic"}})
+        health_checks.evaluate_host(host(), policy={"xid_actions": {48: "panic"}})
     with pytest.raises(GpuOpsError, match="temperature_threshold_c must be a number"):
-        gh.evaluate_host(host(), policy={"temperature_threshold_c": "hot"})
+        health_checks.evaluate_host(host(), policy={"temperature_threshold_c": "hot"})
 
 
 def node(name, unschedulable=False, annotations=None, labels=None, taints=None):
@@ -130,7 +130,7 @@ def by_node(plan):
 
 def test_cordon_patch_and_dry_run_default():
     nodes = [node("n%d" % i) for i in range(4)]
-    plan = gh.plan_actions({"n0": HEALTHY, "n1": sick(), "n2": HEALTHY, "n3": HEALTHY}, nodes,
+    plan = health_checks.plan_actions({"n0": HEALTHY, "n1": sick(), "n2": HEALTHY, "n3": HEALTHY}, nodes,
                            {"max_unhealthy_fraction": 0.5}, now="2026-12-02T10:00:00Z")
     acts = by_node(plan)
     assert plan["dry_run"] is True
@@ -138,65 +138,65 @@ def test_cordon_patch_and_dry_run_default():
     assert acts["n1"]["applied"] is False
     patch = acts["n1"]["patch"]
     assert patch["spec"]["unschedulable"] is True
-    assert patch["spec"]["taints"] == [gh.DEFAULT_TAINT]
-    assert patch["metadata"]["annotations"][gh.ANN_REASON] == "GPU 0: Xid 79"
-    assert patch["metadata"]["annotations"][gh.ANN_CORDONED_BY] == gh.CORDONED_BY_VALUE
+    assert patch["spec"]["taints"] == [health_checks.DEFAULT_TAINT]
+    assert patch["metadata"]["annotations"][health_checks.ANN_REASON] == "GPU 0: Xid 79"
+    assert patch["metadata"]["annotations"][health_checks.ANN_CORDONED_BY] == health_checks.CORDONED_BY_VALUE
     assert [a for a in acts if acts[a]["action"] != "none"] == ["n1"]
 
 
 def test_cordon_keeps_foreign_taints():
     other = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
-    plan = gh.plan_actions({"n0": sick()}, [node("n0", taints=[other]), node("n1"), node("n2"), node("n3")],
+    plan = health_checks.plan_actions({"n0": sick()}, [node("n0", taints=[other]), node("n1"), node("n2"), node("n3")],
                            {"dry_run": False, "max_unhealthy_fraction": 0.5})
     patch = by_node(plan)["n0"]["patch"]
-    assert patch["spec"]["taints"] == [other, gh.DEFAULT_TAINT]
+    assert patch["spec"]["taints"] == [other, health_checks.DEFAULT_TAINT]
     assert by_node(plan)["n0"]["applied"] is True
 
 
 def quarantined(name, streak=0):
-    return node(name, unschedulable=True, taints=[dict(gh.DEFAULT_TAINT)],
-                annotations={gh.ANN_CORDONED_BY: gh.CORDONED_BY_VALUE, gh.ANN_STREAK: str(streak),
-                             gh.ANN_REASON: "old"})
+    return node(name, unschedulable=True, taints=[dict(health_checks.DEFAULT_TAINT)],
+                annotations={health_checks.ANN_CORDONED_BY: health_checks.CORDONED_BY_VALUE, health_checks.ANN_STREAK: str(streak),
+                             health_checks.ANN_REASON: "old"})
 
 
 def test_hysteresis_waits_then_uncordons():
     policy = {"uncordon_after": 3, "dry_run": False}
-    plan = gh.plan_actions({"n0": HEALTHY}, [quarantined("n0", 0)], policy)
+    plan = health_checks.plan_actions({"n0": HEALTHY}, [quarantined("n0", 0)], policy)
     a = by_node(plan)["n0"]
     assert a["action"] == "wait"
-    assert a["patch"] == {"metadata": {"annotations": {gh.ANN_STREAK: "1"}}}
-    plan = gh.plan_actions({"n0": HEALTHY}, [quarantined("n0", 2)], policy)
+    assert a["patch"] == {"metadata": {"annotations": {health_checks.ANN_STREAK: "1"}}}
+    plan = health_checks.plan_actions({"n0": HEALTHY}, [quarantined("n0", 2)], policy)
     a = by_node(plan)["n0"]
     assert a["action"] == "uncordon"
     assert a["patch"]["spec"] == {"unschedulable": None, "taints": None}
-    assert a["patch"]["metadata"]["annotations"][gh.ANN_CORDONED_BY] is None
+    assert a["patch"]["metadata"]["annotations"][health_checks.ANN_CORDONED_BY] is None
 
 
 def test_relapse_resets_streak():
-    plan = gh.plan_actions({"n0": sick("new")}, [quarantined("n0", 2)], {})
+    plan = health_checks.plan_actions({"n0": sick("new")}, [quarantined("n0", 2)], {})
     a = by_node(plan)["n0"]
     assert a["action"] == "keep"
-    assert a["patch"]["metadata"]["annotations"] == {gh.ANN_STREAK: "0", gh.ANN_REASON: "new"}
+    assert a["patch"]["metadata"]["annotations"] == {health_checks.ANN_STREAK: "0", health_checks.ANN_REASON: "new"}
 
 
 def test_keep_is_idempotent():
     n = quarantined("n0", 0)
-    n["metadata"]["annotations"][gh.ANN_REASON] = "same"
-    plan = gh.plan_actions({"n0": sick("same")}, [n], {})
+    n["metadata"]["annotations"][health_checks.ANN_REASON] = "same"
+    plan = health_checks.plan_actions({"n0": sick("same")}, [n], {})
     assert by_node(plan)["n0"]["patch"] is None
     assert plan["changed"] is False
 
 
 def test_manual_cordon_is_respected():
     nodes = [node("n0", unschedulable=True), node("n1", unschedulable=True)]
-    plan = gh.plan_actions({"n0": HEALTHY, "n1": sick()}, nodes, {})
+    plan = health_checks.plan_actions({"n0": HEALTHY, "n1": sick()}, nodes, {})
     acts = by_node(plan)
     assert acts["n0"]["action"] == "none" and acts["n0"]["patch"] is None  # never uncordon a manual cordon
     assert acts["n1"]["action"] == "none" and "someone else" in acts["n1"]["reason"]
 
 
 def test_opt_out_label():
-    plan = gh.plan_actions({"n0": sick()}, [node("n0", labels={gh.LABEL_OPT_OUT: "false"})], {})
+    plan = health_checks.plan_actions({"n0": sick()}, [node("n0", labels={health_checks.LABEL_OPT_OUT: "false"})], {})
     assert by_node(plan)["n0"]["action"] == "none"
 
 
@@ -204,7 +204,7 @@ def test_circuit_breaker_limits_quarantine():
     nodes = [node("n%d" % i) for i in range(8)]
     verdicts = {"n%d" % i: sick() for i in range(5)}
     verdicts.update({"n%d" % i: HEALTHY for i in range(5, 8)})
-    plan = gh.plan_actions(verdicts, nodes, {"max_unhealthy_fraction": 0.25})
+    plan = health_checks.plan_actions(verdicts, nodes, {"max_unhealthy_fraction": 0.25})
     acts = by_node(plan)
     assert [n for n in sorted(acts) if acts[n]["action"] == "cordon"] == ["n0", "n1"]
     assert [n for n in sorted(acts) if acts[n]["action"] == "blocked"] == ["n2", "n3", "n4"]
@@ -215,19 +215,19 @@ def test_circuit_breaker_limits_quarantine():
 
 def test_circuit_breaker_counts_existing_quarantine():
     nodes = [quarantined("n0"), quarantined("n1")] + [node("n%d" % i) for i in range(2, 8)]
-    plan = gh.plan_actions({"n0": sick(), "n1": sick(), "n2": sick()}, nodes, {"max_unhealthy_fraction": 0.25})
+    plan = health_checks.plan_actions({"n0": sick(), "n1": sick(), "n2": sick()}, nodes, {"max_unhealthy_fraction": 0.25})
     assert by_node(plan)["n2"]["action"] == "blocked"
 
 
 def test_auto_cordon_off_reports_only():
-    plan = gh.plan_actions({"n0": sick()}, [node("n0")], {"auto_cordon": False, "max_unhealthy_fraction": 1})
+    plan = health_checks.plan_actions({"n0": sick()}, [node("n0")], {"auto_cordon": False, "max_unhealthy_fraction": 1})
     assert by_node(plan)["n0"]["action"] == "report"
     assert by_node(plan)["n0"]["patch"] is None
 
 
 def test_unknown_node_in_verdicts():
     with pytest.raises(GpuOpsError, match="not in the node list: ghost"):
-        gh.plan_actions({"ghost": HEALTHY}, [node("n0")], {})
+        health_checks.plan_actions({"ghost": HEALTHY}, [node("n0")], {})
 
 
 @pytest.mark.parametrize("policy,msg", [
@@ -237,17 +237,17 @@ def test_unknown_node_in_verdicts():
 ])
 def test_bad_plan_policy(policy, msg):
     with pytest.raises(GpuOpsError, match=msg):
-        gh.plan_actions({}, [node("n0")], policy)
+        health_checks.plan_actions({}, [node("n0")], policy)
 
 
 def test_recent_log_window():
     text = ("2026-12-02T10:00:00+0000 k: NVRM: Xid (PCI:0000:17:00): 48, old\n"
             "2026-12-02T10:59:30Z k: NVRM: Xid (PCI:0000:18:00): 48, new\n"
             "[ 5.0] NVRM: Xid (PCI:0000:19:00): 48, no wall clock\n")
-    now = gh._parse_iso("2026-12-02T11:00:00+00:00")
-    kept = gh.recent_log(text, now, 600)
-    assert [e["pci_bus_id"] for e in gh.parse_xids(kept)] == ["0000:18:00", "0000:19:00"]
-    assert gh.recent_log(text, now, 0) == text
+    now = health_checks._parse_iso("2026-12-02T11:00:00+00:00")
+    kept = health_checks.recent_log(text, now, 600)
+    assert [e["pci_bus_id"] for e in health_checks.parse_xids(kept)] == ["0000:18:00", "0000:19:00"]
+    assert health_checks.recent_log(text, now, 0) == text
 
 
 def test_run_health_check_file_source(tmp_path):
@@ -257,7 +257,7 @@ def test_run_health_check_file_source(tmp_path):
               "kernel_log_source": "auto", "xid_window": 0, "temperature_threshold_c": 90,
               "ecc_error_threshold": 10}
     calls = []
-    verdict = gh.run_health_check(params, calls.append, lambda p: True, 0)
+    verdict = health_checks.run_health_check(params, calls.append, lambda p: True, 0)
     assert calls == []  # the file was read, no command ran
     assert verdict["kernel_log_source"] == "file"
     assert [p["value"] for p in verdict["problems"]] == [95]
@@ -273,7 +273,7 @@ def test_run_health_check_journal_then_dmesg():
         return 0, "2026-12-02T10:00:00+00:00 NVRM: Xid (PCI:0000:17:00): 79, gone\n", ""
 
     params = {"gpus": host(1)["gpus"], "kernel_log_source": "auto", "xid_window": 0}
-    verdict = gh.run_health_check(params, run, lambda p: p.endswith("journalctl"), 0)
+    verdict = health_checks.run_health_check(params, run, lambda p: p.endswith("journalctl"), 0)
     assert calls == ["journalctl", "dmesg"]
     assert verdict["kernel_log_source"] == "dmesg"
     assert verdict["remediation"] == "reboot"
@@ -286,6 +286,6 @@ def test_run_health_check_reads_facts_when_not_given():
         seen["sim"] = sim
         return host(1, g0={"temperature_c": 99})
 
-    verdict = gh.run_health_check({"simulator": "/x.json", "kernel_log_source": "none"}, None, None, 0, read)
+    verdict = health_checks.run_health_check({"simulator": "/x.json", "kernel_log_source": "none"}, None, None, 0, read)
     assert seen == {"sim": "/x.json"}
     assert verdict["problems"][0]["check"] == "temperature"

@@ -3,7 +3,7 @@
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
@@ -58,11 +58,11 @@ def test_set_mig_mode_reports_activation(host):
 def test_live_profiles_catalog_fallback_then_live(host):
     with open_nvml(host) as nv:
         # MIG not active yet: NVML cannot list profiles, the catalog answers
-        assert gpu_state.live_profiles(nv, 0) == list(cat.CATALOG["a100_80gb"].profiles)
+        assert gpu_state.live_profiles(nv, 0) == list(gpu_catalog.CATALOG["a100_80gb"].profiles)
         assert gpu_state.live_profiles(nv, 2) == []
         enable(nv, 0)
         live = gpu_state.live_profiles(nv, 0)
-        assert [p.name for p in live] == [p.name for p in cat.CATALOG["a100_80gb"].profiles]
+        assert [p.name for p in live] == [p.name for p in gpu_catalog.CATALOG["a100_80gb"].profiles]
         assert all(p.placements for p in live)
 
 
@@ -88,12 +88,12 @@ def test_live_values_win_over_the_catalog(host, monkeypatch):
         monkeypatch.setattr(nv, "nvmlDeviceGetGpuInstancePossiblePlacements", patched_pl)
         gpu_state.invalidate(nv)
         live = dict((p.constant, p) for p in gpu_state.live_profiles(nv, 1))
-        one = live[cat.GI_PROFILE_1_SLICE]
+        one = live[gpu_catalog.GI_PROFILE_1_SLICE]
         assert one.profile_id == 119
         assert one.memory_mib == 9984 + 64
         assert one.name == "1g.10gb"
-        assert live[cat.GI_PROFILE_1_SLICE_REV1].name == "1g.10gb+me"
-        assert live[cat.GI_PROFILE_7_SLICE].name == "7g.80gb"
+        assert live[gpu_catalog.GI_PROFILE_1_SLICE_REV1].name == "1g.10gb+me"
+        assert live[gpu_catalog.GI_PROFILE_7_SLICE].name == "7g.80gb"
 
 
 def test_create_read_destroy(host):
@@ -104,7 +104,7 @@ def test_create_read_destroy(host):
         assert all(INSTANCE_KEYS <= set(i) for i in made)
         assert made[0]["placement"] == {"start": 4, "size": 4}
         assert made[0]["gpu_instance_id"] == 2
-        full = mig_changes.create_instance(nv, 0, cat.get_profile(cat.CATALOG["a100_80gb"], "1g.10gb"), 0)
+        full = mig_changes.create_instance(nv, 0, gpu_catalog.get_profile(gpu_catalog.CATALOG["a100_80gb"], "1g.10gb"), 0)
         assert [i["profile"] for i in full] == ["1g.10gb"]
         assert full[0]["uuid"].startswith("MIG-") and full[0]["memory_mib"] == 9728
         gpu = gpu_state.read_gpu(nv, 0)
@@ -174,7 +174,7 @@ def test_gpu_instance_without_compute_instance(host):
     with open_nvml(host) as nv:
         enable(nv, 1)
         h = nv.nvmlDeviceGetHandleByIndex(1)
-        nv.nvmlDeviceCreateGpuInstance(h, cat.get_profile(cat.CATALOG["h100_80gb"], "2g.20gb").profile_id)
+        nv.nvmlDeviceCreateGpuInstance(h, gpu_catalog.get_profile(gpu_catalog.CATALOG["h100_80gb"], "2g.20gb").profile_id)
         (inst,) = gpu_state.read_gpu(nv, 1)["instances"]
         assert inst["profile"] == "2g.20gb"
         assert inst["compute_instance_id"] is None and inst["uuid"] is None
@@ -229,7 +229,7 @@ def test_old_driver_without_v2_profile_info_uses_v1_and_the_naming_rule(host, mo
         monkeypatch.setattr(nv, "nvmlDeviceGetGpuInstanceProfileInfo", v1_only)
         gpu_state.invalidate(nv)
         names = [p.name for p in gpu_state.live_profiles(nv, 0)]
-    assert names == [p.name for p in cat.CATALOG["a100_80gb"].profiles]
+    assert names == [p.name for p in gpu_catalog.CATALOG["a100_80gb"].profiles]
     assert 1 in versions and 2 in versions
 
 
@@ -240,9 +240,9 @@ def test_gpu_info_adds_the_slice_diagram_as_lines(host, monkeypatch, rendered):
     fake = types.ModuleType("diagram")
     seen = []
     fake.render = lambda gpus: seen.append(len(gpus)) or rendered
-    monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.common.diagram", fake)
-    from ansible_collections.gpuops.k8s.plugins.module_utils import common
-    monkeypatch.setattr(common, "diagram", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "ansible_collections.gpuops.k8s.plugins.module_utils.report.diagram", fake)
+    from ansible_collections.gpuops.k8s.plugins.module_utils import report
+    monkeypatch.setattr(report, "diagram", fake, raising=False)
     info = gpu_state.gpu_info(host)
     assert info["diagram"] == ["GPU0 a", "GPU1 b"] and seen == [3]
     assert "diagram" not in gpu_state.gpu_info(host, diagram=False)

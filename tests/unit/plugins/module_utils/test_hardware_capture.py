@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import NOT_SUPPORTED, NvmlError, open_nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
@@ -29,7 +29,7 @@ def _load(name):
 CAPTURE = _load("nvml-capture")
 PLANS = _load("check-mode-plans")
 GPU = CAPTURE["nvml"]["gpus"][0]
-MODEL = cat.find_model("h200_141gb")
+MODEL = gpu_catalog.find_model("h200_141gb")
 LISTED = [row for row in GPU["gi_profiles"] if "id" in row["info_v2"]]
 
 
@@ -46,8 +46,8 @@ def test_capture_is_a_real_h200_read_with_mig_disabled():
 
 
 def test_catalog_identifies_the_gpu_and_its_memory():
-    assert cat.lookup_model(int(GPU["pci_device_id"], 16)).key == MODEL.key == GPU["catalog_model"]
-    assert cat.lookup_model(GPU["name"]).key == MODEL.key
+    assert gpu_catalog.lookup_model(int(GPU["pci_device_id"], 16)).key == MODEL.key == GPU["catalog_model"]
+    assert gpu_catalog.lookup_model(GPU["name"]).key == MODEL.key
     assert GPU["memory_total_mib"] == MODEL.total_memory_mib
     assert CAPTURE["gpu_info"]["gpus"][0]["model"] == MODEL.key
 
@@ -56,13 +56,13 @@ def test_catalog_profiles_match_the_driver_row_by_row():
     assert sorted(row["constant"] for row in LISTED) == sorted(p.constant for p in MODEL.profiles)
     for row in LISTED:
         info = row["info_v2"]
-        p = cat.profile_by_constant(MODEL, row["constant"])
+        p = gpu_catalog.profile_by_constant(MODEL, row["constant"])
         assert p.name == _strip_mig(info["name"])
         assert (p.profile_id, p.compute_slices, p.max_instances, p.sm) == (
             info["id"], info["sliceCount"], info["instanceCount"], info["multiprocessorCount"])
         assert list(p.placements) == [start for start, size in row["placements"]]
         assert {size for start, size in row["placements"]} == {p.memory_slices}
-        engines = cat.profile_engines(MODEL, p)
+        engines = gpu_catalog.profile_engines(MODEL, p)
         assert (engines["copy"], engines["decoder"], engines["encoder"], engines["jpeg"], engines["ofa"]) == (
             info["copyEngineCount"], info["decoderCount"], info["encoderCount"], info["jpegCount"], info["ofaCount"])
         # memory sizes move between driver branches (the catalog holds an earlier driver's reading);
@@ -81,8 +81,8 @@ def test_constants_the_driver_rejects_are_not_in_the_catalog():
 @pytest.mark.parametrize("row", LISTED, ids=[r["info_v2"]["name"] for r in LISTED])
 def test_naming_rule_reproduces_the_driver_names_from_its_memory_sizes(row):
     info = row["info_v2"]
-    name = cat.profile_name_from_memory(info["memorySizeMB"], GPU["memory_total_mib"], info["sliceCount"],
-                                        suffix=cat.CONSTANT_SUFFIX.get(row["constant"], ""))
+    name = gpu_catalog.profile_name_from_memory(info["memorySizeMB"], GPU["memory_total_mib"], info["sliceCount"],
+                                        suffix=gpu_catalog.CONSTANT_SUFFIX.get(row["constant"], ""))
     assert name == _strip_mig(info["name"])
 
 

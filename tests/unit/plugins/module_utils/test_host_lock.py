@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError

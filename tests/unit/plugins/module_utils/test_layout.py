@@ -1,7 +1,7 @@
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The module_utils layout (docs/architecture.md): no import circle, read-only modules ship no
-simulator mutations, simulator files stay small."""
+"""The module_utils layout (docs/architecture.md): no import circle between files or folders, arrows point down
+the layers only, read-only modules ship no simulator mutations, files stay small."""
 import ast
 import os
 
@@ -50,6 +50,32 @@ def _graph():
     return graph
 
 
+# module_utils folders, bottom to top (docs/architecture.md, "Layers"): a file may import its own folder and the
+# folders of the layers below it only.
+LAYERS = [("common",), ("catalog",), ("report",), ("nvml", "sim"), ("mig", "host", "health"), ("metrics", "tenancy"),
+          ("k8s",), ("plan",), ("whatif",)]
+# The one documented seam: the factory (reads) and writable (changes) open the simulator, which builds on the
+# NVML layer's errors and backend interface below both backends.
+SEAM = {("nvml", "sim"): {"nvml/factory.py", "nvml/writable.py"},
+        ("sim", "nvml"): {"sim/%s" % f for f in ("configure.py", "mig_reader.py", "reader.py", "writer.py", "state.py")}}
+SEAM_TARGETS = {("nvml", "sim"): {"sim/reader.py", "sim/writer.py"}, ("sim", "nvml"): {"nvml/errors.py", "nvml/backend.py"}}
+
+
+def _folder(rel):
+    """``module_utils/k8s/labels.py`` -> ``k8s``."""
+    return rel.split(os.sep)[1]
+
+
+def _folder_arrows():
+    """{(from folder, to folder): [(file, imported file)]} over module_utils, the seam included."""
+    arrows = {}
+    for rel, deps in _graph().items():
+        for dep in deps:
+            if dep.startswith("module_utils" + os.sep) and _folder(dep) != _folder(rel):
+                arrows.setdefault((_folder(rel), _folder(dep)), []).append((rel, dep))
+    return arrows
+
+
 def _closure(start):
     seen, todo = set(), [start]
     while todo:
@@ -82,6 +108,49 @@ def test_no_import_circle_in_module_utils():
     # the old circle: nvml <-> simulator; now errors and the backend interface sit below both backends
     assert "module_utils/sim/reader.py" not in _closure("module_utils/nvml/errors.py")
     assert "module_utils/nvml/factory.py" not in _closure("module_utils/sim/writer.py")
+
+
+def test_folders_import_only_the_layers_below():
+    rank = dict((folder, i) for i, layer in enumerate(LAYERS) for folder in layer)
+    folders = sorted(d for d in os.listdir(os.path.join(PLUGINS, "module_utils"))
+                     if os.path.isdir(os.path.join(PLUGINS, "module_utils", d)) and d != "__pycache__")
+    assert sorted(rank) == folders, "every module_utils folder has a layer in LAYERS and docs/architecture.md"
+    upward = []
+    for (src, dst), pairs in sorted(_folder_arrows().items()):
+        for rel, dep in pairs:
+            rel_in, dep_in = rel[len("module_utils/"):], dep[len("module_utils/"):]
+            if (src, dst) in SEAM and rel_in in SEAM[(src, dst)] and dep_in in SEAM_TARGETS[(src, dst)]:
+                continue
+            if rank[dst] >= rank[src]:
+                upward.append("%s -> %s" % (rel_in, dep_in))
+    assert upward == []
+
+
+def test_no_two_way_folder_arrow_but_the_seam():
+    arrows = _folder_arrows()
+    two_way = sorted((a, b) for (a, b) in arrows if a < b and (b, a) in arrows)
+    assert two_way == [("nvml", "sim")]
+
+
+def test_the_architecture_page_lists_the_layers():
+    """docs/architecture.md says the same layers as LAYERS, in one line per layer under its "Layers" heading."""
+    with open(os.path.join(TOP, "docs", "architecture.md")) as f:
+        text = f.read()
+    listed = []
+    for line in text.split("<!-- layers -->")[1].split("<!-- /layers -->")[0].splitlines():
+        if line.startswith("| ") and not line.startswith("| layer") and not line.startswith("|---"):
+            listed.append(tuple(name.strip(" `/") for name in line.split("|")[2].split(",")))
+    assert listed == LAYERS[::-1]
+
+
+def test_no_file_in_plugins_over_700_lines():
+    sizes = {}
+    for root, _dirs, files in os.walk(PLUGINS):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(root, f)) as fh:
+                    sizes[os.path.relpath(os.path.join(root, f), PLUGINS)] = sum(1 for _line in fh)
+    assert [(f, n) for f, n in sizes.items() if n > 700] == []
 
 
 def test_read_only_modules_ship_no_simulator_mutations():

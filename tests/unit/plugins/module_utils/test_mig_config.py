@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import instances as mig_instances
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim

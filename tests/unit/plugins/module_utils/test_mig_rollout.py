@@ -1,7 +1,7 @@
 """Unit tests for mig_rollout: rollout planning, last good layout, failure budget."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import rollout as mr
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import rollout as mr
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 

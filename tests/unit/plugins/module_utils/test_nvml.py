@@ -421,7 +421,7 @@ def test_real_gpu_info_reads_every_gpu(real_gpus):
 
 @real_gpu_only
 def test_real_gpu_names_are_in_the_catalog(real_gpus):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
     result, reference = real_gpus
     for got, ref in zip(result["gpus"], reference["gpus"]):
         assert got["name"] == ref["name"]
@@ -432,7 +432,7 @@ def test_real_gpu_names_are_in_the_catalog(real_gpus):
 
 @real_gpu_only
 def test_real_gpu_memory_matches_nvml(real_gpus):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
     result, reference = real_gpus
     for got, ref in zip(result["gpus"], reference["gpus"]):
         assert got["memory_total_mib"] == ref["memory_total_mib"]
@@ -444,7 +444,7 @@ def test_real_gpu_memory_matches_nvml(real_gpus):
 
 @real_gpu_only
 def test_real_gpu_mig_mode_matches_nvml(real_gpus):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+    from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
     result, reference = real_gpus
     for got, ref in zip(result["gpus"], reference["gpus"]):
         assert got["mig_capable"] == ref["mig"]["capable"]

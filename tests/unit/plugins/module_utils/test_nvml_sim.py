@@ -5,15 +5,15 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import (
     GPU_IS_LOST, IN_USE, INSUFFICIENT_RESOURCES, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, RESET_REQUIRED,
     UNINITIALIZED, NvmlError, open_nvml)
 
-MIG_MODELS = [k for k, m in sorted(cat.CATALOG.items()) if m.profiles]
-PLAIN_MODELS = [k for k, m in sorted(cat.CATALOG.items()) if not m.profiles]
+MIG_MODELS = [k for k, m in sorted(gpu_catalog.CATALOG.items()) if m.profiles]
+PLAIN_MODELS = [k for k, m in sorted(gpu_catalog.CATALOG.items()) if not m.profiles]
 
 
 def make(tmp_path, gpus, **kw):
@@ -33,7 +33,7 @@ def mig_on(nv, index):
 
 
 def pid_of(model, name):
-    return cat.get_profile(model, name).profile_id
+    return gpu_catalog.get_profile(model, name).profile_id
 
 
 def code(excinfo):
@@ -119,12 +119,12 @@ def test_hopper_and_newer_mig_mode_applies_at_once_lost_on_reset_and_reboot(tmp_
 
 @pytest.mark.parametrize("key", MIG_MODELS)
 def test_profiles_placements_and_max_counts_follow_the_catalog(tmp_path, key):
-    model = cat.CATALOG[key]
+    model = gpu_catalog.CATALOG[key]
     path = make(tmp_path, [{"model": key}])
     with open_nvml(path) as nv:
         h = mig_on(nv, 0)
-        for const in range(cat.GI_PROFILE_COUNT):
-            p = cat.profile_by_constant(model, const)
+        for const in range(gpu_catalog.GI_PROFILE_COUNT):
+            p = gpu_catalog.profile_by_constant(model, const)
             if p is None:
                 with pytest.raises(NvmlError) as e:
                     nv.nvmlDeviceGetGpuInstanceProfileInfo(h, const)
@@ -167,7 +167,7 @@ def test_profiles_placements_and_max_counts_follow_the_catalog(tmp_path, key):
 
 def test_gi_ids_swizzle_and_overlap_is_insufficient_resources(tmp_path):
     path = make(tmp_path, [{"model": "a100_80gb"}])
-    m = cat.CATALOG["a100_80gb"]
+    m = gpu_catalog.CATALOG["a100_80gb"]
     with open_nvml(path) as nv:
         h = mig_on(nv, 0)
         gi3 = nv.nvmlDeviceCreateGpuInstanceWithPlacement(h, pid_of(m, "3g.40gb"), {"start": 4, "size": 4})
@@ -209,12 +209,12 @@ def test_gi_ids_swizzle_and_overlap_is_insufficient_resources(tmp_path):
 
 def test_compute_slices_never_exceed_the_model():
     """4g.40gb + 3g.40gb use all 7 compute slices of an A100; no 1g fits the remaining memory."""
-    m = cat.CATALOG["a100_80gb"]
+    m = gpu_catalog.CATALOG["a100_80gb"]
     gpu = {"gpu_instances": [
         {"id": 1, "profile_id": pid_of(m, "4g.40gb"), "start": 0, "size": 4, "compute_instances": []},
     ]}
     sim = nvml_sim.SimBackend("/nonexistent")
-    three = cat.get_profile(m, "3g.40gb")
+    three = gpu_catalog.get_profile(m, "3g.40gb")
     assert sim._gi_fits(gpu, m, three, 4) == 0
     # a 3g.40gb at 4 next to a 4g uses all 7 compute slices; with an extra 1g-worth of compute used
     # by a fake GI in unused memory the compute check trips
@@ -225,7 +225,7 @@ def test_compute_slices_never_exceed_the_model():
 
 def test_compute_instances_inside_a_gpu_instance(tmp_path):
     path = make(tmp_path, [{"model": "h100_80gb"}])
-    m = cat.CATALOG["h100_80gb"]
+    m = gpu_catalog.CATALOG["h100_80gb"]
     with open_nvml(path) as nv:
         h = mig_on(nv, 0)
         gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(h, pid_of(m, "3g.40gb"), {"start": 0, "size": 4})
@@ -238,7 +238,7 @@ def test_compute_instances_inside_a_gpu_instance(tmp_path):
                 assert e.value in (NOT_SUPPORTED, INVALID_ARGUMENT)
                 continue
             sizes.append(info.sliceCount)
-        assert sorted(sizes) == list(cat.ci_slice_options(3)) == [1, 2, 3]
+        assert sorted(sizes) == list(gpu_catalog.ci_slice_options(3)) == [1, 2, 3]
         assert nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 0).name == b"MIG 1c.3g.40gb"
         two = nv.nvmlGpuInstanceCreateComputeInstance(gi, 1)
         one = nv.nvmlGpuInstanceCreateComputeInstance(gi, 0)
@@ -272,22 +272,22 @@ def test_compute_instances_inside_a_gpu_instance(tmp_path):
 
 def test_seven_g_allows_four_c_but_four_g_does_not_allow_three_c(tmp_path):
     path = make(tmp_path, [{"model": "a100_40gb"}])
-    m = cat.CATALOG["a100_40gb"]
+    m = gpu_catalog.CATALOG["a100_40gb"]
     with open_nvml(path) as nv:
         h = mig_on(nv, 0)
         gi = nv.nvmlDeviceCreateGpuInstance(h, pid_of(m, "4g.20gb"))
         with pytest.raises(NvmlError) as e:
-            nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, cat.CI_PROFILE_BY_SLICES[3], 0)
+            nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, gpu_catalog.CI_PROFILE_BY_SLICES[3], 0)
         assert code(e) == NOT_SUPPORTED
         nv.nvmlGpuInstanceDestroy(gi)
         gi = nv.nvmlDeviceCreateGpuInstance(h, pid_of(m, "7g.40gb"))
-        info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, cat.CI_PROFILE_BY_SLICES[4], 0)
+        info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, gpu_catalog.CI_PROFILE_BY_SLICES[4], 0)
         assert info.sliceCount == 4 and info.instanceCount == 1
 
 
 def test_busy_rules(tmp_path):
     path = make(tmp_path, [{"model": "h100_80gb"}])
-    m = cat.CATALOG["h100_80gb"]
+    m = gpu_catalog.CATALOG["h100_80gb"]
     with open_nvml(path) as nv:
         h = mig_on(nv, 0)
         gi = nv.nvmlDeviceCreateGpuInstance(h, pid_of(m, "1g.10gb"))

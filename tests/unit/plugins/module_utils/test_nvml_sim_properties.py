@@ -8,11 +8,11 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as cat
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import INSUFFICIENT_RESOURCES, NvmlError, open_nvml
 
-MIG_MODELS = sorted(k for k, m in cat.CATALOG.items() if m.profiles)
+MIG_MODELS = sorted(k for k, m in gpu_catalog.CATALOG.items() if m.profiles)
 
 
 def oracle_fits(model, existing, profile, start):
@@ -30,7 +30,7 @@ def oracle_fits(model, existing, profile, start):
 @given(key=st.sampled_from(MIG_MODELS), ops=st.lists(st.tuples(st.booleans(), st.integers(0, 1000), st.integers(0, 1000)),
                                                      min_size=1, max_size=25))
 def test_random_create_destroy_sequences_keep_the_invariants(key, ops):
-    model = cat.CATALOG[key]
+    model = gpu_catalog.CATALOG[key]
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:

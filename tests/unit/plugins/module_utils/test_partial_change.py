@@ -3,7 +3,7 @@
 a GPU instance left without a compute instance is reported and drawn as such."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common import diagram
+from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
@@ -99,6 +99,6 @@ def test_diagram_marks_gpu_instance_without_compute_instance():
            "instances": [{"profile": "1g.10gb", "gpu_instance_profile": "1g.10gb", "placement": {"start": 0, "size": 1},
                           "gpu_instance_id": 7, "compute_instance_id": None, "compute_slices": None,
                           "has_compute_instance": False, "busy": False}]}
-    line = diagram.render_gpu(gpu)
+    line = slice_diagram.render_gpu(gpu)
     assert line.split("[", 1)[1].startswith("!1g.10gb")
     assert "1 GPU instance without compute instance" in line

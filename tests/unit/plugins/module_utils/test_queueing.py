@@ -2,9 +2,9 @@
 import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
-from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import queueing as gq
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_node_labels
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import queueing as gpu_queueing
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import quotas
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 CLASSES = {"gpu-high": {"value": 100000, "preemption_policy": "PreemptLowerPriority", "description": "high"},
@@ -12,7 +12,7 @@ CLASSES = {"gpu-high": {"value": 100000, "preemption_policy": "PreemptLowerPrior
 
 
 def _node(name, gpus, mig_strategy="none", mig_config=None, unschedulable=False):
-    state = gpu_node_labels.node_gpu_state(gpus=gpus, mig_strategy=mig_strategy, mig_config=mig_config)
+    state = gpu_labels.node_gpu_state(gpus=gpus, mig_strategy=mig_strategy, mig_config=mig_config)
     return {"metadata": {"name": name, "labels": state["labels"]},
             "spec": {"unschedulable": True} if unschedulable else {},
             "status": {"allocatable": dict(state["capacity"], cpu="64")}}
@@ -24,12 +24,12 @@ def _nodes():
 
 
 def _tenants(*specs):
-    tenants, _w = gs.validate_tenants(list(specs), gs.validate_priority_classes(CLASSES))
+    tenants, _w = quotas.validate_tenants(list(specs), quotas.validate_priority_classes(CLASSES))
     return tenants
 
 
 def test_flavors_per_product_and_mig_profile():
-    flavors = gq.node_flavors(_nodes() + [_node("off", [{"model": "h100_80gb", "count": 8}], unschedulable=True)])
+    flavors = gpu_queueing.node_flavors(_nodes() + [_node("off", [{"model": "h100_80gb", "count": 8}], unschedulable=True)])
     assert len(flavors) == 2 and sorted(flavors)[1] == "mig-1g.10gb"
     mig = flavors["mig-1g.10gb"]
     assert mig["resource"] == "nvidia.com/mig-1g.10gb" and mig["quantity"] == 14
@@ -45,7 +45,7 @@ def test_plan_two_tenants_one_cohort():
          "queueing": {"borrowing_limit": {"nvidia.com/mig-1g.10gb": 6}}},
         {"name": "team-b", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 6, "requests.nvidia.com/gpu": 2}},
          "queueing": {"lending_limit": {"nvidia.com/mig-1g.10gb": 6}}})
-    result, warnings = gq.plan(tenants, _nodes(), CLASSES, cohort="lab")
+    result, warnings = gpu_queueing.plan(tenants, _nodes(), CLASSES, cohort="lab")
     assert warnings == []
     assert [f["metadata"]["name"] for f in result["flavors"]][-1] == "mig-1g.10gb"
     cq = dict((c["metadata"]["name"], c) for c in result["cluster_queues"])
@@ -73,8 +73,8 @@ def test_capacity_check_per_flavor_fails_before_anything():
                        {"name": "b", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 5}}})
     with pytest.raises(GpuOpsError, match=r"mig-1g.10gb \(nvidia.com/mig-1g.10gb\): tenants 15 > nodes offer 14 "
                                           r"\(a=10, b=5\)"):
-        gq.plan(tenants, _nodes(), CLASSES)
-    result, warnings = gq.plan(tenants, _nodes(), CLASSES, capacity_policy="warn")
+        gpu_queueing.plan(tenants, _nodes(), CLASSES)
+    result, warnings = gpu_queueing.plan(tenants, _nodes(), CLASSES, capacity_policy="warn")
     assert result["capacity"]["overcommitted"] == ["mig-1g.10gb"] and "over capacity" in warnings[0]
 
 
@@ -82,37 +82,37 @@ def test_resource_nobody_offers_names_what_is_offered():
     tenants = _tenants({"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-3g.40gb": 1}}})
     with pytest.raises(GpuOpsError, match="no node offers nvidia.com/mig-3g.40gb; resources the nodes offer: "
                                           "nvidia.com/gpu, nvidia.com/mig-1g.10gb"):
-        gq.plan(tenants, _nodes(), CLASSES)
+        gpu_queueing.plan(tenants, _nodes(), CLASSES)
 
 
 def test_several_gpu_products_need_a_split():
     nodes = _nodes() + [_node("l40s", [{"model": "l40s_48gb", "count": 4}])]
     tenants = _tenants({"name": "a", "quota": {"hard": {"requests.nvidia.com/gpu": 3}}})
     with pytest.raises(GpuOpsError, match="split them with queueing.flavors"):
-        gq.plan(tenants, nodes, CLASSES)
-    names = sorted(gq.node_flavors(nodes))
+        gpu_queueing.plan(tenants, nodes, CLASSES)
+    names = sorted(gpu_queueing.node_flavors(nodes))
     gpu_flavors = [n for n in names if n.startswith("gpu-")]
     tenants = _tenants({"name": "a", "quota": {"hard": {"requests.nvidia.com/gpu": 3}},
                         "queueing": {"flavors": {gpu_flavors[0]: 1, gpu_flavors[1]: 2}}})
-    result, _w = gq.plan(tenants, nodes, CLASSES)
+    result, _w = gpu_queueing.plan(tenants, nodes, CLASSES)
     assert result["nominal"]["a"] == {gpu_flavors[0]: 1, gpu_flavors[1]: 2}
     tenants = _tenants({"name": "a", "quota": {"hard": {"requests.nvidia.com/gpu": 3}},
                         "queueing": {"flavors": {"gpu-nope": 3}}})
     with pytest.raises(GpuOpsError, match="no node offers flavor 'gpu-nope'"):
-        gq.plan(tenants, nodes, CLASSES)
+        gpu_queueing.plan(tenants, nodes, CLASSES)
 
 
 def test_preemption_mapping_and_bad_input():
-    assert gq.preemption_from_classes({"x": {"value": 1, "preemption_policy": "Never"}}) == {
+    assert gpu_queueing.preemption_from_classes({"x": {"value": 1, "preemption_policy": "Never"}}) == {
         "withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
     with pytest.raises(GpuOpsError, match="valid values: Never, LowerPriority, Any"):
-        gq.preemption_from_classes(CLASSES, reclaim="Always")
+        gpu_queueing.preemption_from_classes(CLASSES, reclaim="Always")
     with pytest.raises(GpuOpsError, match="DNS-1123 subdomain"):
-        gq.plan([], [], CLASSES, cohort="Bad_Cohort")
+        gpu_queueing.plan([], [], CLASSES, cohort="Bad_Cohort")
     tenants = _tenants({"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 1}},
                         "queueing": {"borrow": {}}})
     with pytest.raises(GpuOpsError, match="borrowing_limit"):
-        gq.plan(tenants, _nodes(), CLASSES)
+        gpu_queueing.plan(tenants, _nodes(), CLASSES)
 
 
 def test_run_validate_queueing_component():

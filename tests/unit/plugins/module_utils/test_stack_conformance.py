@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import validate as gv
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gs
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -23,14 +24,14 @@ def _mps(**extra):
 
 def test_mps_fail_requests_greater_than_one_false_is_accepted_and_kept():
     """Device plugin v0.20.0 honours false (it defaults to true only when the field is absent)."""
-    plan = gs.validate_device_plugin({"m": _mps(failRequestsGreaterThanOne=False)}, "m")
+    plan = device_plugin.validate_device_plugin({"m": _mps(failRequestsGreaterThanOne=False)}, "m")
     assert plan["configs"]["m"]["sharing"]["mps"]["failRequestsGreaterThanOne"] is False
     assert plan["summary"]["m"]["sharing"] == "mps"
 
 
 def test_mps_fail_requests_greater_than_one_must_still_be_a_bool():
     with pytest.raises(GpuOpsError) as e:
-        gs.validate_device_plugin({"m": _mps(failRequestsGreaterThanOne="no")}, "m")
+        device_plugin.validate_device_plugin({"m": _mps(failRequestsGreaterThanOne="no")}, "m")
     assert "must be true or false" in e.value.msg
 
 
@@ -45,7 +46,7 @@ def test_mps_fail_requests_greater_than_one_must_still_be_a_bool():
 ])
 def test_device_list_strategy_comma_string_is_written_as_a_list(value, want):
     """The plugin reads a string as ONE strategy ("envvar,cdi-cri" fails at start): write a YAML list."""
-    plan = gs.validate_device_plugin({"d": {"flags": {"plugin": {"deviceListStrategy": value}}}}, "d")
+    plan = device_plugin.validate_device_plugin({"d": {"flags": {"plugin": {"deviceListStrategy": value}}}}, "d")
     got = plan["configs"]["d"]["flags"]["plugin"]["deviceListStrategy"]
     assert got == want
     # what the ConfigMap holds reads back the same way
@@ -55,7 +56,7 @@ def test_device_list_strategy_comma_string_is_written_as_a_list(value, want):
 @pytest.mark.parametrize("value", ["", [], "envvar,", ["envvar", "envvar"], [1]])
 def test_device_list_strategy_bad_values_are_refused(value):
     with pytest.raises(GpuOpsError) as e:
-        gs.validate_device_plugin({"d": {"flags": {"plugin": {"deviceListStrategy": value}}}}, "d")
+        device_plugin.validate_device_plugin({"d": {"flags": {"plugin": {"deviceListStrategy": value}}}}, "d")
     assert "deviceListStrategy" in e.value.msg
 
 
@@ -67,7 +68,7 @@ def test_pcie_bytes_are_gauges_in_the_role_defaults():
         defaults = yaml.safe_load(f)
     types = dict((m["field"], m["type"]) for m in defaults["dcgm_exporter_metrics"])
     assert types["DCGM_FI_PROF_PCIE_TX_BYTES"] == "gauge" and types["DCGM_FI_PROF_PCIE_RX_BYTES"] == "gauge"
-    csv = gs.validate_dcgm_metrics(defaults["dcgm_exporter_metrics"])
+    csv = dcgm.validate_dcgm_metrics(defaults["dcgm_exporter_metrics"])
     assert "DCGM_FI_PROF_PCIE_TX_BYTES, gauge," in csv
 
 
@@ -75,7 +76,7 @@ def test_pcie_bytes_are_gauges_in_the_role_defaults():
                                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE"])
 def test_profiling_fields_as_counters_are_refused(field):
     with pytest.raises(GpuOpsError) as e:
-        gs.validate_dcgm_metrics([{"field": field, "type": "counter", "help": "x"}])
+        dcgm.validate_dcgm_metrics([{"field": field, "type": "counter", "help": "x"}])
     assert field in e.value.msg and "gauge" in e.value.msg
 
 
@@ -84,13 +85,13 @@ def test_profiling_fields_as_counters_are_refused(field):
 
 @pytest.mark.parametrize("value", ["f", "g", "i", "g:0", "g:0,2-4", "i:1-3", "i:0,5"])
 def test_dcgm_devices_valid_values(value):
-    assert gs.validate_dcgm_devices(value) == value
+    assert dcgm.validate_dcgm_devices(value) == value
 
 
 @pytest.mark.parametrize("value", ["g+i", "f:0", "x", "g:", "g:a", "g:1-2-3", "i:0,", "", "g:-1", "G"])
 def test_dcgm_devices_invalid_values(value):
     with pytest.raises(GpuOpsError) as e:
-        gs.validate_dcgm_devices(value)
+        dcgm.validate_dcgm_devices(value)
     assert "DCGM_EXPORTER_DEVICES_STR" in e.value.msg and "g[:range]" in e.value.msg
 
 

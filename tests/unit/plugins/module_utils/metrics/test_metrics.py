@@ -1,7 +1,7 @@
 """Unit tests of the GPU metric path logic (plugins/module_utils/metrics)."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import hpa
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm, keda, scrape
 
@@ -91,7 +91,7 @@ def test_scrape_config_matches_the_service_monitor():
 
 
 def _hpas():
-    return gpu_stack.validate_hpas([{
+    return hpa.validate_hpas([{
         "name": "llm", "namespace": "team-a", "target": {"name": "llm"}, "min_replicas": 1, "max_replicas": 6,
         "gpu_metric": {"name": "gpu_engine_active", "average_value": "700m"},
         "latency_metric": {"name": "request_latency_p95_seconds", "average_value": "250m"},
@@ -99,7 +99,7 @@ def _hpas():
 
 
 def test_scaled_objects_use_the_adapter_queries():
-    pod_metrics = dict((k, v["series"]) for k, v in gpu_stack.GPU_POD_METRICS.items())
+    pod_metrics = dict((k, v["series"]) for k, v in hpa.GPU_POD_METRICS.items())
     lat = [{"series": "request_latency_seconds", "name": "request_latency_p95_seconds", "quantile": 0.95, "window": "2m"}]
     so = keda.scaled_objects(_hpas(), pod_metrics, "http://prometheus.monitoring:9090", lat)[0]
     assert so["kind"] == "ScaledObject" and so["apiVersion"] == "keda.sh/v1alpha1"

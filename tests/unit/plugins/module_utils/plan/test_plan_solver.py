@@ -2,12 +2,13 @@
 """The fleet planner on hand-checked cases: decisions, bounds, infeasible and boundary demand, churn, outputs."""
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
+from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import quotas
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand, packing, solver
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand, packing, solver
 
 A100 = "NVIDIA A100-SXM4-80GB"
 A100_40 = "NVIDIA A100-SXM4-40GB"
@@ -193,11 +194,11 @@ def test_planned_layouts_are_placeable_and_the_outputs_load(solver_name):
             if d.mig_enabled:
                 targets = mig_plan.targets_from_mig_devices(d.mig_devices, model.profiles, model.key)
                 mig_plan.validate_targets(targets, model.profiles)
-    gpu_stack.validate_device_plugin(res["device_plugin_configs"], "plan-mig-mixed"
+    device_plugin.validate_device_plugin(res["device_plugin_configs"], "plan-mig-mixed"
                                      if "plan-mig-mixed" in res["device_plugin_configs"] else
                                      sorted(res["device_plugin_configs"])[0])
-    tenants = demand.tenants_from_plan(res)
-    gpu_stack.validate_tenants(tenants)
+    tenants = plan_demand.tenants_from_plan(res)
+    quotas.validate_tenants(tenants)
     assert all(k.startswith("requests.") for q in res["quotas"].values() for k in q["hard"])
     # quotas are what the plan gives: per tenant the placed replicas
     for tenant, q in res["quotas"].items():
@@ -324,15 +325,15 @@ def test_nodes_from_gpu_info_facts_and_inventory_hostvars():
                        {"profile": "1c.3g.40gb", "gpu_instance_id": 2}]},
         {"index": 1, "model": "a100_80gb", "name": A100, "mig_capable": True, "mig_mode_current": False, "instances": []},
         {"index": 2, "model": "l40s_48gb", "name": L40S, "mig_capable": False, "mig_mode_current": False}]}}
-    nodes = demand.nodes_from_facts(facts)
+    nodes = plan_demand.nodes_from_facts(facts)
     assert nodes == [{"name": "n1", "gpus": [{"model": "a100_80gb", "count": 2}, {"model": "l40s_48gb", "count": 1}],
                       "current": [{"3g.40gb": 2}, "all-disabled", None]}]
-    parsed = demand.parse_nodes(nodes)
+    parsed = plan_demand.parse_nodes(nodes)
     assert parsed[0].current == ((("3g.40gb", 2),), (), None)
     hv = {"kwok-a100-0": {"gpuops_k8s_node_name": "kwok-a100-0", "gpu_product": "NVIDIA-A100-SXM4-80GB", "gpu_count": 8,
                           "mig_config": "all-balanced"},
           "cpu-0": {"gpuops_k8s_node_name": "cpu-0", "gpu_product": None, "gpu_count": 0}}
-    assert demand.nodes_from_hostvars(hv) == [{"name": "kwok-a100-0", "gpus": [{"model": A100, "count": 8}],
+    assert plan_demand.nodes_from_hostvars(hv) == [{"name": "kwok-a100-0", "gpus": [{"model": A100, "count": 8}],
                                                "current": "all-balanced"}]
 
 
@@ -340,7 +341,7 @@ def test_tenants_from_plan_keep_other_fields():
     plan = {"plan": {"quotas": {"t": {"hard": {"requests.nvidia.com/gpu": 2}}}}}
     base = [{"name": "t", "labels": {"a": "b"}, "quota": {"hard": {"requests.cpu": "8", "requests.nvidia.com/gpu": 9}}},
             {"name": "other"}]
-    assert demand.tenants_from_plan(plan, base) == [
+    assert plan_demand.tenants_from_plan(plan, base) == [
         {"name": "other"},
         {"name": "t", "labels": {"a": "b"}, "quota": {"hard": {"requests.cpu": "8", "requests.nvidia.com/gpu": 2}}}]
 

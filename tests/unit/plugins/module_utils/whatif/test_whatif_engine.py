@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, engine, frag, metrics, mig, runner, workload
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data, engine, frag, metrics, mig, runner, workload
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
 def nodes(*specs):
     """(name, cpu, mem, gpus, model) -> Node list."""
-    return [data.Node(n, cpu, mem, g, m, None, {}) for n, cpu, mem, g, m in specs]
+    return [whatif_data.Node(n, cpu, mem, g, m, None, {}) for n, cpu, mem, g, m in specs]
 
 
 def pod(cpu, mem, num, milli, spec=()):
@@ -50,7 +50,7 @@ def test_filter_cpu_memory_model_and_gpus():
 
 
 def test_pod_slots_limit():
-    ns = [data.Node("a", 8000, 1000, 1, "T4", 2, {})]
+    ns = [whatif_data.Node("a", 8000, 1000, 1, "T4", 2, {})]
     r, ev = replay(ns, [pod(10, 1, 0, 0)] * 3, "random")
     assert ev.placed.tolist() == [True, True, False]
 
@@ -123,8 +123,8 @@ def test_clustering_prefers_nodes_with_the_same_kind():
 
 
 def test_fgd_on_the_trace_sample_beats_random_fragmentation():
-    c_nodes = data.read_nodes_csv(os.path.join(FIX, "openb_nodes_sample.csv"))
-    pods = data.read_pods_csv(os.path.join(FIX, "openb_pods_sample.csv"))
+    c_nodes = whatif_data.read_nodes_csv(os.path.join(FIX, "openb_nodes_sample.csv"))
+    pods = whatif_data.read_pods_csv(os.path.join(FIX, "openb_pods_sample.csv"))
     out = {}
     for scoring in ("random", "fgd"):
         allocs = []
@@ -139,8 +139,8 @@ def test_fgd_on_the_trace_sample_beats_random_fragmentation():
 
 
 def test_unit_model_equals_milli_model_under_exclusive():
-    ns = data.read_nodes_csv(os.path.join(FIX, "openb_nodes_sample.csv"))
-    pods = data.read_pods_csv(os.path.join(FIX, "openb_pods_gpuspec_sample.csv"))
+    ns = whatif_data.read_nodes_csv(os.path.join(FIX, "openb_nodes_sample.csv"))
+    pods = whatif_data.read_pods_csv(os.path.join(FIX, "openb_pods_gpuspec_sample.csv"))
     p = runner.normalise({"nodes_csv": "x", "pods_csv": "y"})
     for scoring in engine.SCORINGS:
         c = engine.Cluster(ns)

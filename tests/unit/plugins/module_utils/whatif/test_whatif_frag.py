@@ -6,11 +6,11 @@ import random
 import numpy as np
 import pytest
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, engine, frag, workload
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data, engine, frag, workload
 
 
 def cluster(*nodes):
-    return engine.Cluster([data.Node(name, cpu, 1 << 20, gpus, model, None, {}) for name, cpu, gpus, model in nodes])
+    return engine.Cluster([whatif_data.Node(name, cpu, 1 << 20, gpus, model, None, {}) for name, cpu, gpus, model in nodes])
 
 
 def rows(c, lefts):

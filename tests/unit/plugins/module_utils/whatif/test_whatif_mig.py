@@ -3,10 +3,10 @@
 import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data, mig
 
-NODES = [data.Node("a1", 96000, 1 << 20, 2, "a100_80gb", None, {}), data.Node("t1", 96000, 1 << 20, 2, "T4", None, {}),
-         data.Node("c1", 8000, 1 << 10, 0, None, None, {})]
+NODES = [whatif_data.Node("a1", 96000, 1 << 20, 2, "a100_80gb", None, {}), whatif_data.Node("t1", 96000, 1 << 20, 2, "T4", None, {}),
+         whatif_data.Node("c1", 8000, 1 << 10, 0, None, None, {})]
 
 
 def names(table, layouts):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data, engine, metrics, workload
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data, engine, metrics, workload
 
 
 def P(name, num=1, milli=500, created=None):
-    return data.Pod(name, 1000, 100, num, milli, (), created, None)
+    return whatif_data.Pod(name, 1000, 100, num, milli, (), created, None)
 
 
 def test_orders():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import catalog as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 # An existing GPU instance: GI profile name, placement (memory slices), NVML GI id, the compute
 # slices of its compute instances (sorted, largest first; () when it has none) and whether

@@ -15,9 +15,10 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import is_plugin_resource
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels
-from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import stack as gpu_stack
 
 LABEL_CONFIG = "nvidia.com/mig.config"
 LABEL_STATE = "nvidia.com/mig.config.state"
@@ -166,11 +167,6 @@ def budget_left(nodes, rollout_id, failure_budget):
 DEFAULT_PLUGIN_EFFECT = {"mig_strategy": "mixed", "sharing": None}
 
 
-def _plugin_resource(name):
-    """A resource the NVIDIA device plugin advertises: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*."""
-    return name in ("nvidia.com/gpu", "nvidia.com/gpu.shared") or name.startswith("nvidia.com/mig-")
-
-
 def _node(node):
     """A Node object, or the first of a ``kubernetes.core.k8s_info`` ``resources`` list (None when empty)."""
     if isinstance(node, list):
@@ -181,7 +177,7 @@ def _node(node):
 def advertised_resources(node):
     """The device plugin's resources in the node's allocatable, as strings (zero counts included)."""
     alloc = (((_node(node) or {}).get("status") or {}).get("allocatable")) or {}
-    return dict((k, str(v)) for k, v in sorted(alloc.items()) if _plugin_resource(k))
+    return dict((k, str(v)) for k, v in sorted(alloc.items()) if is_plugin_resource(k))
 
 
 def stale_resources(node, expected):
@@ -209,10 +205,10 @@ def plugin_effect(node, plugin):
     config its ``nvidia.com/device-plugin.config`` label names, else the default (as the config-manager picks
     it). Without a plugin, or when neither names a config, the mixed strategy without sharing (config None).
     """
-    name = gpu_stack.node_device_plugin_config(_labels(_node(node) or {}), plugin)
+    name = device_plugin.node_device_plugin_config(_labels(_node(node) or {}), plugin)
     if name is None:
         return dict(DEFAULT_PLUGIN_EFFECT, config=None)
-    return dict(gpu_stack.device_plugin_config_effect(name, plugin["configs"][name]), config=name)
+    return dict(device_plugin.device_plugin_config_effect(name, plugin["configs"][name]), config=name)
 
 
 def layout_resources(gpus, effect=None):
