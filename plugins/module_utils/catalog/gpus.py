@@ -211,7 +211,7 @@ _mig_model(
     "525.85.12", price=4.8,
 )
 # H200: ids, names, slices, instance counts, SMs, placements and engines confirmed on a real H200 SXM with
-# driver 580.159.04 (tests/unit/plugins/module_utils/fixtures/hardware/); that driver reports 33280/71424/143360
+# driver 580.159.04 (tests/unit/plugins/module_utils/nvml/fixtures/hardware/); that driver reports 33280/71424/143360
 # MiB for the 2-, 4- and 8-memory-slice profiles where these (an earlier driver's) are 33024/71168/143104.
 _mig_model(
     "h200_141gb", "NVIDIA H200 141GB (SXM and NVL)",

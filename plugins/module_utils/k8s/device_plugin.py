@@ -91,7 +91,7 @@ def validate_device_plugin_config(name, config):
         choice(plugin["deviceIDStrategy"], DEVICE_ID_STRATEGIES, where + " flags.plugin.deviceIDStrategy")
     if "sharedDevicesAllocationPolicy" in plugin:
         choice(plugin["sharedDevicesAllocationPolicy"], ALLOCATION_POLICIES,
-                where + " flags.plugin.sharedDevicesAllocationPolicy")
+               where + " flags.plugin.sharedDevicesAllocationPolicy")
     if plugin.get("passDeviceSpecs"):
         warnings.append("%s: passDeviceSpecs only exists for CPUManager compatibility and needs a privileged "
                         "device plugin (set device_plugin_privileged: true)" % where)

@@ -69,7 +69,7 @@ def run_validate(params):
         tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
         opts = params.get("queueing") or {}
         check_keys(opts, ("cohort", "queue_name", "within_cluster_queue", "reclaim_within_cohort", "tolerations"),
-                    "queueing")
+                   "queueing")
         result, more = gpu_queueing.plan(
             tenants, params.get("nodes") or [], classes, cohort=opts.get("cohort") or "gpu-tenants",
             within=opts.get("within_cluster_queue"), reclaim=opts.get("reclaim_within_cohort"),

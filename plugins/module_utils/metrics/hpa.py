@@ -27,7 +27,7 @@ def _validate_scaling_rules(rules, where):
     out = copy.deepcopy(rules)
     if "stabilizationWindowSeconds" in rules:
         out["stabilizationWindowSeconds"] = integer(rules["stabilizationWindowSeconds"], where + " stabilizationWindowSeconds",
-                                                 0, HPA_MAX_STABILIZATION_WINDOW)
+                                                    0, HPA_MAX_STABILIZATION_WINDOW)
     if "selectPolicy" in rules:
         choice(rules["selectPolicy"], HPA_SELECT_POLICIES, where + " selectPolicy")
     policies = rules.get("policies")
@@ -73,7 +73,7 @@ def validate_hpa(hpa):
         raise GpuOpsError("each HPA needs a 'name'")
     where = "HPA %s" % hpa["name"]
     check_keys(hpa, ("name", "namespace", "target", "min_replicas", "max_replicas", "gpu_metric", "latency_metric",
-                      "metrics", "behavior", "labels"), where)
+                     "metrics", "behavior", "labels"), where)
     if not DNS1123_SUBDOMAIN_RE.match(str(hpa["name"])):
         raise GpuOpsError("%s: the name must be a DNS-1123 subdomain" % where)
     if not hpa.get("namespace"):
@@ -114,7 +114,7 @@ def validate_hpa(hpa):
     for i, m in enumerate(hpa.get("metrics") or []):
         mwhere = "%s metrics[%d]" % (where, i)
         mtype = choice((m or {}).get("type"), ("Pods", "Object", "External", "Resource", "ContainerResource"),
-                        mwhere + " type")
+                       mwhere + " type")
         if mtype == "Pods":
             tgt = ((m.get("pods") or {}).get("target") or {})
             if tgt.get("type") != "AverageValue" or "averageValue" not in tgt:

@@ -125,7 +125,7 @@ def _live_name(info, constant, total_mib):
         if name:
             return name
     return gpu_catalog.profile_name_from_memory(int(info.memorySizeMB), total_mib, int(info.sliceCount),
-                                        suffix=gpu_catalog.CONSTANT_SUFFIX.get(constant, ""))
+                                                suffix=gpu_catalog.CONSTANT_SUFFIX.get(constant, ""))
 
 
 def _gi_profile_info(nvml, handle, const):

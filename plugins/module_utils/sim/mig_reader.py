@@ -40,7 +40,7 @@ class MigReads(object):
     def _profile_gpu(self, call, handle):
         """GPU state for profile queries. With MIG mode off, drivers before R580 answer NOT_SUPPORTED (535
         cannot list profiles then, as mig-parted documents); R580 lists them (read off a real H200 with
-        580.159.04 and MIG disabled: tests/unit/plugins/module_utils/fixtures/hardware/)."""
+        580.159.04 and MIG disabled: tests/unit/plugins/module_utils/nvml/fixtures/hardware/)."""
         gpu = self._gpu(call, handle)
         model = self._model(gpu)
         if model.profiles and (gpu.get("mig_mode_current") or self._driver_lists_profiles()):

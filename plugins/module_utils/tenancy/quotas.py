@@ -131,7 +131,7 @@ def validate_priority_classes(classes):
             raise GpuOpsError("%s: 'value' is required (an integer from %d to %d)" % (where, MIN_PRIORITY, MAX_USER_PRIORITY))
         value = integer(spec["value"], where + " value", MIN_PRIORITY, MAX_USER_PRIORITY)
         policy = choice(spec.get("preemption_policy", "PreemptLowerPriority"), PREEMPTION_POLICIES,
-                         where + " preemption_policy")
+                        where + " preemption_policy")
         if spec.get("global_default"):
             defaults.append(name)
         out[name] = {"value": value, "preemption_policy": policy, "description": spec.get("description") or "",

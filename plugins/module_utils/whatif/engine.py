@@ -474,7 +474,7 @@ class SliceReplay(_Replay):
         self._kmap = {}
         self.typ = typical
         self.frag = whatif_frag.SliceFrag(typical, cluster, table, present, self.size_s, SCALE, self.nf, self.total_left,
-                                      self.cpu_left)
+                                          self.cpu_left)
 
     def kind_nodes(self, milli):
         """Unit kind per node for a per-GPU request of ``milli`` (-1 on nodes without GPUs)."""

@@ -254,7 +254,7 @@ def stepper(params, seed=None):
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
     typ = whatif_frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
     replay_ = whatif_engine.MilliReplay(cluster, engine_arrivals(seq, sharing), scoring, typ, rng,
-                              p["percentage_of_nodes_to_score"], tie)
+                                        p["percentage_of_nodes_to_score"], tie)
     return {"nodes": nodes, "arrivals": seq, "engine": replay_}
 
 

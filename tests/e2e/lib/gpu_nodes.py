@@ -98,8 +98,8 @@ def ensure_node(api, name, gpus=None, mig_strategy="none", mig_config=None, shar
     state = None
     if gpus or gpu_facts:
         state = gpu_labels.node_gpu_state(gpus=gpus, mig_strategy=mig_strategy, mig_config=mig_config,
-                                               sharing=sharing, gpu_facts=gpu_facts,
-                                               driver_version=driver_version)
+                                          sharing=sharing, gpu_facts=gpu_facts,
+                                          driver_version=driver_version)
     try:
         node = api.read_node(name)
     except ApiException as e:

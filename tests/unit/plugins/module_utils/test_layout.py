@@ -198,3 +198,14 @@ def test_the_mig_roles_boot_unit_gets_every_file_it_imports():
     # the packages' __init__.py go with them (as AnsiballZ ships them)
     needed |= {os.path.dirname(p) + "/__init__.py" for p in needed if os.path.dirname(p)}
     assert listed == needed
+
+
+def test_unit_tests_mirror_the_source_tree():
+    """tests/unit/plugins/module_utils/<folder>/ holds the tests of plugins/module_utils/<folder>/ (only the layout
+    tests, which read the whole tree, sit at the top)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    flat = sorted(f for f in os.listdir(here) if f.startswith("test_") and f.endswith(".py"))
+    assert flat == ["test_layout.py"]
+    folders = sorted(d for d in os.listdir(here) if os.path.isdir(os.path.join(here, d)) and not d.startswith(("_", ".")))
+    sources = set(d for d in os.listdir(os.path.join(PLUGINS, "module_utils")) if not d.startswith(("_", ".")))
+    assert [d for d in folders if d not in sources] == []

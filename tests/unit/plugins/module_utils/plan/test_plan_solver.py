@@ -195,8 +195,8 @@ def test_planned_layouts_are_placeable_and_the_outputs_load(solver_name):
                 targets = mig_plan.targets_from_mig_devices(d.mig_devices, model.profiles, model.key)
                 mig_plan.validate_targets(targets, model.profiles)
     device_plugin.validate_device_plugin(res["device_plugin_configs"], "plan-mig-mixed"
-                                     if "plan-mig-mixed" in res["device_plugin_configs"] else
-                                     sorted(res["device_plugin_configs"])[0])
+                                         if "plan-mig-mixed" in res["device_plugin_configs"] else
+                                         sorted(res["device_plugin_configs"])[0])
     tenants = plan_demand.tenants_from_plan(res)
     quotas.validate_tenants(tenants)
     assert all(k.startswith("requests.") for q in res["quotas"].values() for k in q["hard"])
@@ -334,7 +334,7 @@ def test_nodes_from_gpu_info_facts_and_inventory_hostvars():
                           "mig_config": "all-balanced"},
           "cpu-0": {"gpuops_k8s_node_name": "cpu-0", "gpu_product": None, "gpu_count": 0}}
     assert plan_demand.nodes_from_hostvars(hv) == [{"name": "kwok-a100-0", "gpus": [{"model": A100, "count": 8}],
-                                               "current": "all-balanced"}]
+                                                    "current": "all-balanced"}]
 
 
 def test_tenants_from_plan_keep_other_fields():

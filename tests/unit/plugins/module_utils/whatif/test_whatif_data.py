@@ -122,7 +122,7 @@ def test_node_list_errors():
 
 def test_pod_list():
     pods = whatif_data.pods_from_list([{"cpu_milli": 1000, "memory_mib": 100, "num_gpu": 1, "gpu_milli": 250, "gpu_spec": "T4|P100"},
-                                {"name": "w", "cpu_milli": 1000, "memory_mib": 100, "num_gpu": 4}])
+                                       {"name": "w", "cpu_milli": 1000, "memory_mib": 100, "num_gpu": 4}])
     assert pods[0].name == "pod-00000" and pods[0].gpu_spec == ("P100", "T4")
     assert pods[1].gpu_milli == 1000
     with pytest.raises(GpuOpsError) as e:

@@ -27,7 +27,7 @@ import pytest
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 COLLECTIONS = os.path.join(TOP, ".build", "collections")
 DEB_CACHE = os.path.join(TOP, ".cache", "libnvidia-ml1")
 DEBIAN_SOURCE = "deb http://deb.debian.org/debian bookworm main contrib non-free non-free-firmware"

@@ -24,7 +24,7 @@ def test_catalog_names_agree_with_naming_rule(key):
     for p in model.profiles:
         suffix = gpu_catalog.CONSTANT_SUFFIX.get(p.constant, "")
         assert gpu_catalog.profile_name_from_memory(p.memory_mib, model.total_memory_mib, p.compute_slices,
-                                            suffix=suffix) == p.name
+                                                    suffix=suffix) == p.name
 
 
 @pytest.mark.parametrize("key", MIG_MODELS)

@@ -259,7 +259,7 @@ def test_any_layout_reaches_any_layout(data, model_key):
     assert key_counts(plan.keep) - key_counts(want) == Counter()
     # idempotent: planning the result again changes nothing
     again = mig_plan.plan_gpu(model.profiles, [i._replace(size=mig_plan.profile_map(model.profiles)[i.profile].memory_slices)
-                                         for i in after], want, label=model_key)
+                                               for i in after], want, label=model_key)
     assert again.destroy == [] and again.create == []
 
 

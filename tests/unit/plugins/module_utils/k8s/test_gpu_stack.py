@@ -356,8 +356,8 @@ def test_capacity_warn_and_ignore():
 
 def test_capacity_scoped_quotas_count_when_no_unscoped():
     tenants = quotas.validate_tenants([_tenant("a", priority_quotas={"gpu-low": {"hard": {"requests.nvidia.com/gpu": 3}},
-                                                                 "gpu-high": {"hard": {"requests.nvidia.com/gpu": 2}}})],
-                                  {"gpu-low": {}, "gpu-high": {}})[0]
+                                                                     "gpu-high": {"hard": {"requests.nvidia.com/gpu": 2}}})],
+                                      {"gpu-low": {}, "gpu-high": {}})[0]
     res = quotas.capacity_check(tenants, NODES, "fail")
     assert res["resources"]["nvidia.com/gpu"]["quota"] == 5
     assert "not capped" in res["warnings"][0]
@@ -430,8 +430,8 @@ def _hpa(**kw):
 
 def test_hpa_spec():
     spec = hpa.validate_hpa(_hpa(latency_metric={"name": "p95", "average_value": "250m"},
-                                behavior={"scaleDown": {"stabilizationWindowSeconds": 600,
-                                                        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}}))
+                                 behavior={"scaleDown": {"stabilizationWindowSeconds": 600,
+                                                         "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}}))
     assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm"}
     assert [m["pods"]["metric"]["name"] for m in spec["metrics"]] == ["gpu_engine_active", "p95"]
     assert spec["metrics"][0]["pods"]["target"] == {"type": "AverageValue", "averageValue": "700m"}

@@ -19,7 +19,7 @@ def gpu(index=0, model="h100_80gb", instances=(), **kw):
 
 def test_cells_follow_placements():
     line = slice_diagram.render_gpu(gpu(instances=[row("3g.40gb", 0, 4, 1), row("2g.20gb", 4, 2, 2),
-                                             row("1g.10gb", 6, 1, 3)]))
+                                                   row("1g.10gb", 6, 1, 3)]))
     assert line == ("GPU0 h100_80gb [3g.40gb                            |2g.20gb          |1g.10gb |   \u00b7    ]"
                     "  6/7 compute")
     # every slice is 8 wide, separators between cells: 8 slices -> 8*8 + 7 characters

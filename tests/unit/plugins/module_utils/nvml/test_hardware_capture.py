@@ -82,7 +82,7 @@ def test_constants_the_driver_rejects_are_not_in_the_catalog():
 def test_naming_rule_reproduces_the_driver_names_from_its_memory_sizes(row):
     info = row["info_v2"]
     name = gpu_catalog.profile_name_from_memory(info["memorySizeMB"], GPU["memory_total_mib"], info["sliceCount"],
-                                        suffix=gpu_catalog.CONSTANT_SUFFIX.get(row["constant"], ""))
+                                                suffix=gpu_catalog.CONSTANT_SUFFIX.get(row["constant"], ""))
     assert name == _strip_mig(info["name"])
 
 

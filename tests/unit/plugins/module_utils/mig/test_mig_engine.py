@@ -15,7 +15,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
-TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 DEFAULT_CONFIG = os.path.join(TOP, "tests", "integration", "targets", "mig_partition", "files",
                               "default-mig-parted-config.yaml")
 

@@ -121,8 +121,8 @@ def test_breaker_counts_alert_cordons_like_any_other():
     nodes = [quarantined("gpu-1")] + [node("gpu-%d" % i) for i in range(2, 9)]
     hosts = ["gpu-%d" % i for i in range(1, 9)]
     plan = health_checks.plan_actions({"gpu-2": HEALTHY, "gpu-3": HEALTHY}, nodes, POLICY,
-                           alerts={"gpu-2": [gpu_alerts.read_alert(alert("gpu-2", fp="a"), hosts)],
-                                   "gpu-3": [gpu_alerts.read_alert(alert("gpu-3", fp="b"), hosts)]})
+                                      alerts={"gpu-2": [gpu_alerts.read_alert(alert("gpu-2", fp="a"), hosts)],
+                                              "gpu-3": [gpu_alerts.read_alert(alert("gpu-3", fp="b"), hosts)]})
     acts = dict((a["node"], a) for a in plan["actions"])
     assert acts["gpu-2"]["action"] == "cordon" and acts["gpu-3"]["action"] == "blocked"
     assert "circuit breaker open: 2 of 8 GPU nodes already quarantined (limit 2)" in acts["gpu-3"]["reason"]

@@ -10,7 +10,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
-TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
 
 def _mps(**extra):

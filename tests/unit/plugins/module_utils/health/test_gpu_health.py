@@ -131,7 +131,7 @@ def by_node(plan):
 def test_cordon_patch_and_dry_run_default():
     nodes = [node("n%d" % i) for i in range(4)]
     plan = health_checks.plan_actions({"n0": HEALTHY, "n1": sick(), "n2": HEALTHY, "n3": HEALTHY}, nodes,
-                           {"max_unhealthy_fraction": 0.5}, now="2026-12-02T10:00:00Z")
+                                      {"max_unhealthy_fraction": 0.5}, now="2026-12-02T10:00:00Z")
     acts = by_node(plan)
     assert plan["dry_run"] is True
     assert acts["n1"]["action"] == "cordon"
@@ -147,7 +147,7 @@ def test_cordon_patch_and_dry_run_default():
 def test_cordon_keeps_foreign_taints():
     other = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
     plan = health_checks.plan_actions({"n0": sick()}, [node("n0", taints=[other]), node("n1"), node("n2"), node("n3")],
-                           {"dry_run": False, "max_unhealthy_fraction": 0.5})
+                                      {"dry_run": False, "max_unhealthy_fraction": 0.5})
     patch = by_node(plan)["n0"]["patch"]
     assert patch["spec"]["taints"] == [other, health_checks.DEFAULT_TAINT]
     assert by_node(plan)["n0"]["applied"] is True
