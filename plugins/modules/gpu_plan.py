@@ -138,7 +138,7 @@ plan:
       type: list
       elements: dict
     placements:
-      description: Replicas per node, GPU and slice - tenant, name, node, gpu, model, slice (profile, whole or shared), starts, replicas.
+      description: Replicas per node, GPU and slice - tenant, name, node, gpu, model, slice (profile, whole or shared), starts, replicas, and pod_labels (the labels that map a workload's pods to the demand item).
       type: list
       elements: dict
     unplaced:

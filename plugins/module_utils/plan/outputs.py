@@ -25,6 +25,7 @@ import json
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import workloads
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE, standard_layout
 
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
@@ -207,19 +208,17 @@ def placements(fleet, items, packing_mod):
                 starts.setdefault(prof, []).append(start)
         for i, profile, n in use["units"]:
             it = by_index[i]
+            row = {"tenant": it.tenant, "name": it.name, "node": node.name, "gpu": gi, "model": model.key,
+                   "replicas": n, "pod_labels": workloads.pod_labels(it.tenant, it.name)}
             if use.get("group") is not None:
-                row = {"tenant": it.tenant, "name": it.name, "node": node.name, "gpu": gi, "model": model.key,
-                       "slice": "whole", "replicas": n, "part_of_multi_gpu_replica": True}
-                out.append(row)
-                continue
-            if profile:
+                row.update(slice="whole", part_of_multi_gpu_replica=True)
+            elif profile:
                 taken = starts.get(profile, [])[:n]
                 starts[profile] = starts.get(profile, [])[n:]
-                out.append({"tenant": it.tenant, "name": it.name, "node": node.name, "gpu": gi, "model": model.key,
-                            "slice": profile, "starts": taken, "replicas": n})
+                row.update(slice=profile, starts=taken)
             else:
-                out.append({"tenant": it.tenant, "name": it.name, "node": node.name, "gpu": gi, "model": model.key,
-                            "slice": "whole" if use["cls"] == "mig" else "shared", "replicas": n})
+                row.update(slice="whole" if use["cls"] == "mig" else "shared")
+            out.append(row)
     return out
 
 
