@@ -138,7 +138,9 @@ plan:
       type: list
       elements: dict
     placements:
-      description: Replicas per node, GPU and slice - tenant, name, node, gpu, model, slice (profile, whole or shared), starts, replicas, and pod_labels (the labels that map a workload's pods to the demand item).
+      description:
+        - Replicas per node, GPU and slice - tenant, name, node, gpu, model, slice (profile, whole or shared), starts, replicas.
+        - C(pod_labels), the labels that map a workload's pods to the demand item.
       type: list
       elements: dict
     unplaced:
