@@ -13,7 +13,6 @@ are shared by the module. The HPAs are the gpu_autoscaling role's (apply mode), 
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 
@@ -22,22 +21,16 @@ import yaml
 from kubernetes import client
 
 from lib import cluster as cluster_lib
-from lib import gpu_nodes, metrics_lab
+from lib import gpu_nodes, metrics_lab, playbook
 from lib.wait import nodes_schedulable, wait_for
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLICE = "nvidia.com/mig-1g.10gb"
 TIMELINE = os.path.join(TOP, ".cache", "metrics-timeline.json")
-PLAYBOOK = """\
-- name: GPU autoscaling
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+PLAYBOOK = playbook.localhost_yaml("GPU autoscaling", """\
   roles:
     - role: gpuops.k8s.gpu_autoscaling
-"""
+""")
 FAST = {"scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
                     "policies": [{"type": "Pods", "value": 2, "periodSeconds": 10}]},
         "scaleDown": {"stabilizationWindowSeconds": 20, "selectPolicy": "Min",
@@ -45,15 +38,8 @@ FAST = {"scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
 
 
 def apply_hpas(kubeconfig, tmp_path, hpas):
-    play = tmp_path / ("hpa-%s.yml" % uuid.uuid4().hex[:6])
-    play.write_text(PLAYBOOK)
-    varfile = tmp_path / ("vars-%s.json" % uuid.uuid4().hex[:6])
-    varfile.write_text(json.dumps({"gpu_autoscaling_hpas": hpas}))
-    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kubeconfig)
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           str(play), "-e", "@" + str(varfile)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    playbook.run(playbook.write(tmp_path, PLAYBOOK, "hpa"), kubeconfig=kubeconfig, cwd=tmp_path, timeout=300,
+                 extra_vars={"gpu_autoscaling_hpas": hpas})
 
 
 def deployment(name, replicas, node_selector):
@@ -282,16 +268,9 @@ def test_keda_backend_scaled_objects_fit_kedas_crd(k8s_cluster, lab, ns):
         hpa = {"name": "llm", "namespace": ns, "target": {"name": "llm"}, "min_replicas": 1, "max_replicas": 5,
                "gpu_metric": {"name": "gpu_engine_active", "average_value": "700m"},
                "latency_metric": {"name": "request_latency_p95_seconds", "average_value": "250m"}, "behavior": FAST}
-        play = lab["tmp"] / "keda.yml"
-        play.write_text(PLAYBOOK)
-        varfile = lab["tmp"] / "keda-vars.json"
-        varfile.write_text(json.dumps({"gpu_autoscaling_hpas": [hpa], "gpu_autoscaling_backend": "keda",
-                                       "gpu_autoscaling_keda_prometheus_url": lab["lab"].prometheus_url}))
-        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                               str(play), "-e", "@" + str(varfile)], cwd=str(lab["tmp"]), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False,
-                              env=dict(os.environ, K8S_AUTH_KUBECONFIG=k8s_cluster.kubeconfig))
-        assert proc.returncode == 0, proc.stdout[-3000:]
+        playbook.run(playbook.write(lab["tmp"], PLAYBOOK, "keda"), kubeconfig=k8s_cluster.kubeconfig, cwd=lab["tmp"],
+                     timeout=300, extra_vars={"gpu_autoscaling_hpas": [hpa], "gpu_autoscaling_backend": "keda",
+                                              "gpu_autoscaling_keda_prometheus_url": lab["lab"].prometheus_url})
         so = client.CustomObjectsApi(api).get_namespaced_custom_object("keda.sh", "v1alpha1", ns, "scaledobjects", "llm")
         spec = so["spec"]
         # nothing pruned by the structural schema: every field the role wrote is a KEDA field

@@ -17,8 +17,6 @@ simulated host through the collection's NVML layer and updates its kwok node, as
 would after a MIG change. A watcher records the rollout timeline node by node
 and the test prints it.
 """
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +24,7 @@ import time
 import pytest
 import yaml
 
-from lib import gpu_nodes
+from lib import gpu_nodes, playbook
 from lib.sim_device_plugin import PluginConfigs, SimDevicePlugin, read_facts
 from lib.wait import wait_for
 
@@ -47,12 +45,9 @@ MIXED = {"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-2g.20gb": "2", "nvidia.c
 
 
 def _playbook(args, inventory, kubeconfig, timeout=900):
-    env = dict(os.environ)
-    env["KUBECONFIG"] = kubeconfig
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory] + args
-    proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout, check=False)
-    return proc.returncode, proc.stdout
+    """ansible-playbook args[0] with args[1:]; returns (rc, every message the run printed, failures last)."""
+    run = playbook.run(args[0], inventory=inventory, args=args[1:], kubeconfig=kubeconfig, timeout=timeout, expect_rc=None)
+    return run.rc, run.text + ("\n" + run.explain() if not run.ok else "")
 
 
 def _hosts_at_all_1g(work, group, inventory, kubeconfig):

@@ -1,22 +1,10 @@
 """kubernetes.core against the real API server: apply, then a second apply reports changed: false."""
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lib import gpu_nodes, playbook
 
 
 def _playbook(tmp_path, ns):
     path = tmp_path / "apply.yml"
-    path.write_text(textwrap.dedent("""\
-        - name: Apply a manifest with kubernetes.core.k8s
-          hosts: localhost
-          gather_facts: false
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{ ansible_playbook_python }}"
+    path.write_text(playbook.localhost_yaml("Apply a manifest with kubernetes.core.k8s", ("""\
           tasks:
             - name: Namespace, quota and deployment
               kubernetes.core.k8s:
@@ -44,19 +32,13 @@ def _playbook(tmp_path, ns):
                             - name: main
                               image: registry.k8s.io/pause:3.10
                               resources: {limits: {nvidia.com/gpu: 1}}
-        """ % {"ns": ns}))
+        """ % {"ns": ns})))
     return path
 
 
-def _run(playbook, kubeconfig, *extra, **kw):
+def _run(pb, kubeconfig, extra_vars=None, **kw):
     """ansible-playbook with the JSON callback; returns its parsed report."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOWS="1")
-    bindir = os.path.dirname(sys.executable)
-    proc = subprocess.run([os.path.join(bindir, "ansible-playbook"), "-i", "localhost,", str(playbook),
-                           "-e", "kubeconfig=" + kubeconfig] + list(extra), cwd=TOP, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
-    assert proc.returncode == kw.get("expect_rc", 0), proc.stdout[-4000:] + proc.stderr[-4000:]
-    return json.loads(proc.stdout)
+    return playbook.run(pb, kubeconfig=kubeconfig, extra_vars=dict(extra_vars or {}, kubeconfig=kubeconfig), **kw).report
 
 
 def test_k8s_apply_twice_reports_no_change(k8s_cluster, tmp_path, unique):
@@ -80,13 +62,7 @@ def test_sim_gpu_node_module_acts_as_device_plugin(k8s_cluster, tmp_path, unique
     """gpuops.k8s.sim_gpu_node in a real playbook: create, idempotence, MIG change, check mode, delete."""
     node = "e2e-mod-" + unique
     pb = tmp_path / "node.yml"
-    pb.write_text(textwrap.dedent("""\
-        - name: Publish a simulated host on its kwok node
-          hosts: localhost
-          gather_facts: false
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{ ansible_playbook_python }}"
+    pb.write_text(playbook.localhost_yaml("Publish a simulated host on its kwok node", ("""\
             layout: {"1g.10gb": 7}
           tasks:
             - name: Node as the device plugin would publish it
@@ -110,7 +86,7 @@ def test_sim_gpu_node_module_acts_as_device_plugin(k8s_cluster, tmp_path, unique
                   - info.resources[0].status.allocatable['nvidia.com/mig-1g.10gb'] == '56'
                   - info.resources[0].metadata.labels['nvidia.com/mig.strategy'] == 'mixed'
                   - published.capacity['nvidia.com/mig-1g.10gb'] == '56'
-        """ % {"node": node}))
+        """ % {"node": node})))
     try:
         first = _run(pb, k8s_cluster.kubeconfig)
         assert first["plays"][0]["tasks"][0]["hosts"]["localhost"]["changed"] is True
@@ -119,25 +95,20 @@ def test_sim_gpu_node_module_acts_as_device_plugin(k8s_cluster, tmp_path, unique
         assert second["stats"]["localhost"]["failures"] == 0
 
         # a MIG change in check mode reports the change and leaves the node alone
-        checked = _run(pb, k8s_cluster.kubeconfig, "-e", '{"layout": {"3g.40gb": 2}}', "--check", "--diff")
+        checked = _run(pb, k8s_cluster.kubeconfig, {"layout": {"3g.40gb": 2}}, check=True, diff=True)
         task = checked["plays"][0]["tasks"][0]["hosts"]["localhost"]
         assert task["changed"] is True
         assert k8s_cluster.core.read_node(node).status.allocatable["nvidia.com/mig-1g.10gb"] == "56"
     finally:
-        from lib import gpu_nodes
         gpu_nodes.delete_node(k8s_cluster.core, node)
 
 
 def test_sim_lab_playbook_publishes_every_host(k8s_cluster):
     """playbooks/lab/sim_k8s_nodes.yml on inventories/sim: one kwok node per simulated host, idempotent."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", KUBECONFIG=k8s_cluster.kubeconfig)
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inventories/sim/hosts.yml",
-           "playbooks/lab/sim_k8s_nodes.yml"]
     for dummy in range(2):
-        proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, check=False)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    stats = json.loads(proc.stdout)["stats"]
+        run = playbook.run("playbooks/lab/sim_k8s_nodes.yml", inventory="inventories/sim/hosts.yml",
+                           kubeconfig=k8s_cluster.kubeconfig)
+    stats = run.stats
     assert set(stats) == {"dgx-a100-01", "hgx-h100-01", "hgx-h200-01", "l40s-01"}
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
     node = k8s_cluster.core.read_node("hgx-h200-01")

@@ -3,9 +3,7 @@ through gpu_tenancy; the API server holds exactly the plan's requests.* keys and
 refused); a second run changes nothing; check mode after a demand change says what would change and changes nothing.
 Names carry a unique suffix, so a reused cluster (make cluster-up) is not disturbed.
 """
-import json
 import os
-import subprocess
 import sys
 import uuid
 
@@ -14,41 +12,19 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from lib import gpu_nodes
+from lib import gpu_nodes, playbook
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SITE_1G = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
 
 
 def run_plan(kubeconfig, tmp_path, variables, check=False):
-    varfile = tmp_path / ("vars-%s.json" % uuid.uuid4().hex[:6])
-    varfile.write_text(json.dumps(variables))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=kubeconfig)
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-           os.path.join(TOP, "playbooks", "plan.yml"), "-e", "@" + str(varfile),
-           "-e", "ansible_python_interpreter=" + sys.executable]
-    if check:
-        cmd += ["--check", "--diff"]
-    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=900, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook: %s %s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    return out
+    return playbook.run(os.path.join(TOP, "playbooks", "plan.yml"), kubeconfig=kubeconfig, cwd=tmp_path, check=check,
+                        diff=check, extra_vars=dict(variables, ansible_python_interpreter=sys.executable))
 
 
-def results(out):
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            res = task["hosts"].get("localhost")
-            if res is not None:
-                yield task["task"]["name"], res
-
-
-def plan_of(out):
-    return [res for name, res in results(out) if name == "Plan"][0]["plan"]
+def plan_of(run):
+    return run.result("Plan")["plan"]
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +54,7 @@ def fleet(k8s_cluster, tmp_path_factory):
             pass
     for node in (names["a100"], names["l40s"]):
         gpu_nodes.delete_node(core, node)
-    for pc in ("gpu-critical", "gpu-high", "gpu-low"):
-        if pc not in existing_pcs:
-            try:
-                sched.delete_priority_class(pc)
-            except ApiException:
-                pass
+    gpu_nodes.delete_priority_classes(sched, keep=existing_pcs)
 
 
 def variables(names, chat_replicas=3):
@@ -132,11 +103,11 @@ def test_plan_quotas_on_the_api_server(k8s_cluster, fleet):
     assert "site-only" in written and "older-plan" in written, sorted(written)
 
     second = run_plan(k8s_cluster.kubeconfig, fleet["tmp"], variables(fleet))
-    assert [name for name, res in results(second) if res.get("changed")] == []
+    assert second.changed() == []
 
     check = run_plan(k8s_cluster.kubeconfig, fleet["tmp"], variables(fleet, chat_replicas=5), check=True)
     assert sum(plan_of(check)["quotas"][fleet["chat"]]["hard"].values()) == 5
-    assert [name for name, res in results(check) if res.get("changed")]
+    assert check.changed()
     rq = core.read_namespaced_resource_quota("gpu-quota", fleet["chat"])
     assert dict((k, str(v)) for k, v in rq.spec.hard.items()) == dict(
         (k, str(v)) for k, v in plan["quotas"][fleet["chat"]]["hard"].items())

@@ -19,14 +19,13 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from lib import cluster as cluster_lib
-from lib import gpu_nodes
+from lib import gpu_nodes, playbook
 from lib.wait import nodes_schedulable, wait_for
 
 TOP = cluster_lib.TOP
@@ -41,13 +40,7 @@ TENANTS = [
     {"name": "team-b", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 4, "requests.nvidia.com/gpu": 2}}},
 ]
 
-PLAYBOOK = """\
-- name: Tenants, then their Kueue queues
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+PLAYBOOK = playbook.localhost_yaml("Tenants, then their Kueue queues", """\
   tasks:
     - name: Namespaces (Kueue admits the GPU workloads, so no GPU ResourceQuota)
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_tenancy}
@@ -56,7 +49,7 @@ PLAYBOOK = """\
     - name: Kueue
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_queueing}
       when: "'gpu_queueing' in roles_to_run"
-"""
+""")
 
 DRA_PLAYBOOK = """\
 - name: The simulated hosts' GPUs
@@ -75,12 +68,7 @@ DRA_PLAYBOOK = """\
       ansible.builtin.set_fact:
         slice_item: {node: "{{ inventory_hostname }}", gpu_info: "{{ facts }}"}
 
-- name: DRA instead of the device plugin, and the tenant with its claim quota
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+""" + playbook.localhost_yaml("DRA instead of the device plugin, and the tenant with its claim quota", """\
   tasks:
     - name: DeviceClasses and ResourceSlices
       ansible.builtin.include_role: {name: gpuops.k8s.device_plugin}
@@ -91,37 +79,12 @@ DRA_PLAYBOOK = """\
     - name: Tenant with DRA claim quotas
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_tenancy}
       vars: {gpu_tenancy_dra_quotas: true, gpu_tenancy_capacity_check: false}  # DRA devices are no node allocatable
-"""
+""")
 
 
-def _ansible(kubeconfig, tmp_path, playbook, variables, inventory="localhost,", check=False):
-    name = uuid.uuid4().hex[:6]
-    play = tmp_path / ("play-%s.yml" % name)
-    play.write_text(playbook)
-    varfile = tmp_path / ("vars-%s.json" % name)
-    varfile.write_text(json.dumps(variables))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=kubeconfig)
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, str(play),
-           "-e", "@" + str(varfile)] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=600, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook: %s %s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
-    return proc.returncode, out
-
-
-def _results(out, host="localhost"):
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            res = task["hosts"].get(host)
-            if res is not None:
-                yield task["task"]["name"], res
-
-
-def _failure(out):
-    return " | ".join(res.get("msg", "") for _n, res in _results(out) if res.get("failed"))
+def _ansible(kubeconfig, tmp_path, plays, variables, inventory="localhost,", check=False):
+    return playbook.run(playbook.write(tmp_path, plays), inventory=inventory, kubeconfig=kubeconfig, cwd=tmp_path,
+                        extra_vars=variables, check=check, timeout=600, expect_rc=None)
 
 
 @pytest.fixture(scope="module")
@@ -239,8 +202,8 @@ def kueue_tenants(kueue, cluster, api, tmp_path_factory):
     variables = {"gpu_tenancy_tenants": TENANTS, "gpu_tenancy_priority_classes": CLASSES,
                  "roles_to_run": ["gpu_tenancy", "gpu_queueing"]}
     t0 = time.time()
-    rc, out = _ansible(cluster.kubeconfig, tmp, PLAYBOOK, variables)
-    assert rc == 0, _failure(out)
+    run = _ansible(cluster.kubeconfig, tmp, PLAYBOOK, variables)
+    assert run.ok, run.explain()
     return {"tmp": tmp, "variables": variables, "first_run_s": time.time() - t0}
 
 
@@ -265,22 +228,22 @@ def test_roles_make_the_kueue_objects_idempotently(cluster, api, kueue_tenants):
     # no GPU ResourceQuota in the tenant namespaces (Kueue admits instead)
     assert not [q for q in api["core"].list_namespaced_resource_quota("team-a").items
                 if any("nvidia.com/" in k for k in (q.spec.hard or {}))]
-    rc, out = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK, kueue_tenants["variables"])
-    assert rc == 0, _failure(out)
-    assert [n for n, r in _results(out) if r.get("changed")] == []
-    rc, out = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK,
-                       dict(kueue_tenants["variables"], roles_to_run=["gpu_queueing"]), check=True)
-    assert rc == 0, _failure(out)
-    assert [n for n, r in _results(out) if r.get("changed")] == []
+    run = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK, kueue_tenants["variables"])
+    assert run.ok, run.explain()
+    assert run.changed() == []
+    run = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK,
+                   dict(kueue_tenants["variables"], roles_to_run=["gpu_queueing"]), check=True)
+    assert run.ok, run.explain()
+    assert run.changed() == []
 
 
 def test_capacity_over_the_flavor_is_refused_before_any_change(cluster, api, kueue_tenants):
     over = json.loads(json.dumps(TENANTS))
     over[0]["quota"]["hard"]["requests.nvidia.com/mig-1g.10gb"] = 5  # 5 + 4 > 7 slices on kq-a100
-    rc, out = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK,
-                       dict(kueue_tenants["variables"], gpu_tenancy_tenants=over, roles_to_run=["gpu_queueing"]))
-    assert rc != 0
-    assert "mig-1g.10gb (nvidia.com/mig-1g.10gb): tenants 9 > nodes offer 7 (team-a=5, team-b=4)" in _failure(out)
+    run = _ansible(cluster.kubeconfig, kueue_tenants["tmp"], PLAYBOOK,
+                   dict(kueue_tenants["variables"], gpu_tenancy_tenants=over, roles_to_run=["gpu_queueing"]))
+    assert not run.ok
+    assert "mig-1g.10gb (nvidia.com/mig-1g.10gb): tenants 9 > nodes offer 7 (team-a=5, team-b=4)" in " | ".join(run.failures())
     cq = api["custom"].get_cluster_custom_object(GROUP, VERSION, "clusterqueues", "team-a")
     mig = [g for g in cq["spec"]["resourceGroups"] if g["coveredResources"] == ["nvidia.com/mig-1g.10gb"]][0]
     assert mig["flavors"][0]["resources"][0]["nominalQuota"] in (3, "3")
@@ -351,8 +314,8 @@ def dra_setup(cluster, api, tmp_path_factory):
                  sim_state=str(tmp / ("%s.json" % h)))) for h, v in DRA_HOSTS.items())}}}}
     (tmp / "hosts.json").write_text(json.dumps(inv))
     variables = {"gpu_tenancy_tenants": [DRA_TENANT], "gpu_tenancy_priority_classes": CLASSES}
-    rc, out = _ansible(cluster.kubeconfig, tmp, DRA_PLAYBOOK, variables, inventory=str(tmp / "hosts.json"))
-    assert rc == 0, _failure(out)
+    run = _ansible(cluster.kubeconfig, tmp, DRA_PLAYBOOK, variables, inventory=str(tmp / "hosts.json"))
+    assert run.ok, run.explain()
     return {"tmp": tmp}
 
 

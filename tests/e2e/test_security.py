@@ -21,9 +21,6 @@ broken client.
 """
 import base64
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -31,16 +28,10 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from lib import gpu_nodes
+from lib import gpu_nodes, playbook
 from lib.wait import pod_manifest
 
-PLAYBOOK = """\
-- name: Roles under test
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+PLAYBOOK = playbook.localhost_yaml("Roles under test", """\
   tasks:
     - name: Device plugin
       ansible.builtin.include_role: {name: gpuops.k8s.device_plugin}
@@ -50,16 +41,10 @@ PLAYBOOK = """\
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_tenancy}
     - name: Health account
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_health, tasks_from: rbac}
-"""
+""")
 
 # The health role's apply step, with one unhealthy verdict, run with the health account's kubeconfig
-HEALTH_PLAYBOOK = """\
-- name: Health apply as the health account
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+HEALTH_PLAYBOOK = playbook.localhost_yaml("Health apply as the health account", """\
   tasks:
     - name: An unhealthy verdict for the node
       ansible.builtin.set_fact:
@@ -77,7 +62,7 @@ HEALTH_PLAYBOOK = """\
         gpu_health_hosts: [localhost]
         gpu_health_dry_run: false
         gpu_health_max_unhealthy_fraction: 1.0
-"""
+""")
 
 # NVIDIA k8s-device-plugin v0.20.0 chart, templates/role.yml with gfd.enabled (what the role deploys)
 NVIDIA_DEVICE_PLUGIN_RULES = [
@@ -100,25 +85,8 @@ NVIDIA_DCGM_SECURITY_CONTEXT = {"runAsNonRoot": False, "runAsUser": 0, "allowPri
                                 "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}}
 
 
-def _run(cmd, kubeconfig, cwd):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=kubeconfig)
-    proc = subprocess.run(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=900, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook: %s %s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
-    return proc.returncode, out, proc.stdout + proc.stderr
-
-
 def _playbook(text, variables, kubeconfig, tmp):
-    name = uuid.uuid4().hex[:6]
-    play = tmp / ("play-%s.yml" % name)
-    play.write_text(text)
-    varfile = tmp / ("vars-%s.json" % name)
-    varfile.write_text(json.dumps(variables))
-    return _run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(play),
-                 "-e", "@" + str(varfile)], kubeconfig, tmp)
+    return playbook.run(playbook.write(tmp, text), kubeconfig=kubeconfig, cwd=tmp, extra_vars=variables)
 
 
 def _impersonating(kubeconfig, user, group):
@@ -199,8 +167,7 @@ def secured(k8s_cluster, tmp_path_factory):
         "gpu_health_rbac_namespace": names["health_ns"], "gpu_health_service_account": names["health_sa"],
     }
     tmp = tmp_path_factory.mktemp("security")
-    rc, out, raw = _playbook(PLAYBOOK, variables, k8s_cluster.kubeconfig, tmp)
-    assert rc == 0, raw[-5000:]
+    _playbook(PLAYBOOK, variables, k8s_cluster.kubeconfig, tmp)
     core.create_namespaced_secret(names["team_b"], {"metadata": {"name": "b-secret"}, "stringData": {"k": "v"}})
     names.update(tmp=tmp, admin=admin)
     yield names
@@ -216,12 +183,7 @@ def secured(k8s_cluster, tmp_path_factory):
                 delete(name)
             except ApiException:
                 pass
-    for pc in ("gpu-critical", "gpu-high", "gpu-low"):
-        if pc not in existing_pcs:
-            try:
-                sched.delete_priority_class(pc)
-            except ApiException:
-                pass
+    gpu_nodes.delete_priority_classes(sched, keep=existing_pcs)
     gpu_nodes.delete_node(core, names["node"])
 
 
@@ -332,9 +294,8 @@ def test_health_account_runs_the_apply_step(secured, k8s_cluster):
                                                "certificate-authority-data": base64.b64encode(ca.encode()).decode()}}],
         "users": [{"name": "health", "user": {"token": conf.api_key["authorization"].split(" ", 1)[1]}}],
         "contexts": [{"name": "health", "context": {"cluster": "c", "user": "health"}}]}))
-    rc, out, raw = _playbook(HEALTH_PLAYBOOK, {"node": secured["node"], "gpu_health_node_selector": "e2e-sec=" + secured["u"]},
-                             str(kubeconfig), secured["tmp"])
-    assert rc == 0, raw[-5000:]
+    _playbook(HEALTH_PLAYBOOK, {"node": secured["node"], "gpu_health_node_selector": "e2e-sec=" + secured["u"]},
+              str(kubeconfig), secured["tmp"])
     node = k8s_cluster.core.read_node(secured["node"])
     assert node.spec.unschedulable is True
     assert {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"} in \

@@ -18,8 +18,6 @@ with a failure budget of 1 and a fault on the second node -> lab/demo_mig.yml. E
 """
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -27,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from lib import gpu_nodes
+from lib import playbook as play_lib
 from lib.sim_device_plugin import PluginConfigs, SimDevicePlugin, hosts_from_fleet
 from lib.wait import wait_for
 
@@ -39,48 +38,12 @@ CAPACITY_TASK = "Validate tenants, quotas, priority classes and capacity (fails 
 
 
 def playbook(lab, name, *extra, **kw):
-    """ansible-playbook -i inventories/sim/hosts.yml playbooks/<name> with the json callback."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", KUBECONFIG=lab["kubeconfig"])
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY,
-           os.path.join("playbooks", name), "-e", "gpuops_sim_dir=" + lab["sim_dir"]] + list(extra)
-    t0 = time.time()
-    proc = subprocess.run(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=kw.get("timeout", 900), check=False)
-    lab["times"].append((" ".join([name] + list(extra)), round(time.time() - t0, 1)))
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        out = None
-    if kw.get("expect_rc", 0) is not None:
-        assert proc.returncode == kw.get("expect_rc", 0), (failures(out) if out else proc.stdout[-6000:]) + proc.stderr[-3000:]
-    return out
-
-
-def failures(out):
-    """The failed tasks of a run, one line each (host, task, message)."""
-    lines = []
-    for p in out["plays"]:
-        for t in p["tasks"]:
-            for host, r in t["hosts"].items():
-                if r.get("failed"):
-                    items = [i.get("msg", i.get("error", "")) for i in r.get("results", []) if i.get("failed")]
-                    lines.append("%s: %s: %s %s" % (host, t["task"]["name"], r.get("msg", ""), items))
-    return "\n".join(lines) or json.dumps(out["stats"])
-
-
-def results(out, task_name):
-    """{host: result} of every task called ``task_name`` (last one wins)."""
-    found = {}
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            if task["task"]["name"] == task_name or task["task"]["name"].endswith(" : " + task_name):
-                found.update(task["hosts"])
-    return found
-
-
-def changed_tasks(out):
-    return sorted(set("%s: %s" % (host, t["task"]["name"]) for p in out["plays"] for t in p["tasks"]
-                      for host, r in t["hosts"].items() if r.get("changed")))
+    """ansible-playbook -i inventories/sim/hosts.yml playbooks/<name> -> lib.playbook.Run (timed in lab["times"])."""
+    run = play_lib.run(os.path.join("playbooks", name), inventory=INVENTORY, kubeconfig=lab["kubeconfig"],
+                       args=["-e", "gpuops_sim_dir=" + lab["sim_dir"]] + list(extra), timeout=kw.get("timeout", 900),
+                       expect_rc=kw.get("expect_rc", 0))
+    lab["times"].append((" ".join([name] + list(extra)), run.seconds))
+    return run
 
 
 def live_facts(lab, host):
@@ -119,38 +82,33 @@ def lab(k8s_cluster, tmp_path_factory):
             api.delete_namespace(ns)
         except ApiException:
             pass
-    for pc in PRIORITY_CLASSES:
-        if pc not in existed:
-            try:
-                client.SchedulingV1Api(k8s_cluster.api_client()).delete_priority_class(pc)
-            except ApiException:
-                pass
+    gpu_nodes.delete_priority_classes(client.SchedulingV1Api(k8s_cluster.api_client()), keep=existed)
     for name in HOSTS:
         gpu_nodes.delete_node(api, name)
 
 
 def test_sim_lab_creates_the_hosts(lab):
     out = playbook(lab, "lab/sim_lab.yml", "-e", "sim_lab_reset=true")
-    assert set(out["stats"]) == set(HOSTS)
+    assert set(out.stats) == set(HOSTS)
     facts = live_facts(lab, "hgx-h200-01")
     assert len(facts["gpus"]) == 8 and facts["driver_version"] == "550.127.08"
     again = playbook(lab, "lab/sim_lab.yml")
-    assert all(s["changed"] == 0 for s in again["stats"].values()), again["stats"]
+    assert all(s["changed"] == 0 for s in again.stats.values()), again.stats
 
 
 def test_site_check_mode_changes_nothing(lab):
     # the capacity check judges the cluster as it is: before the MIG layouts exist nothing advertises
     # the quotas' MIG slices, so a check run of a fresh lab accepts the overcommit with a warning
     out = playbook(lab, "site.yml", "--check", "--diff", "-e", "gpu_tenancy_capacity_policy=warn")
-    stats = out["stats"]
+    stats = out.stats
     assert set(stats) == set(HOSTS) | {"localhost"}
     assert all(s["failures"] == 0 and s["unreachable"] == 0 for s in stats.values()), stats
     # ... and it is the overcommit docs/simulated-lab.md describes: MIG quotas against no MIG slices yet
-    capacity = results(out, CAPACITY_TASK)["localhost"]["capacity"]
+    capacity = out.by_host(CAPACITY_TASK)["localhost"]["capacity"]
     assert "nvidia.com/mig-1g.10gb" in capacity["overcommitted"], capacity
     assert capacity["resources"]["nvidia.com/mig-1g.10gb"]["allocatable"] == 0, capacity
     # the plan is there: MIG changes per host, the stack and the tenants
-    plan = results(out, "Plan the layout (validates it on every GPU; changes nothing)")
+    plan = out.by_host("Plan the layout (validates it on every GPU; changes nothing)")
     assert plan["dgx-a100-01"]["changed"] and not plan["l40s-01"]["changed"]
     assert all(not g["instances"] for g in live_facts(lab, "dgx-a100-01")["gpus"])
     assert not os.path.exists(os.path.join(lab["sim_dir"], "dgx-a100-01.root"))
@@ -160,12 +118,12 @@ def test_site_check_mode_changes_nothing(lab):
 
 def test_site_sets_up_hosts_and_cluster(lab):
     out = playbook(lab, "site.yml")
-    stats = out["stats"]
+    stats = out.stats
     assert all(s["failures"] == 0 for s in stats.values()), stats
     # hosts: the driver plan came from the simulated GPUs; nothing was installed on this machine
-    plans = results(out, "Show the driver plan")
+    plans = out.by_host("Show the driver plan")
     assert "GPUs h200_141gb" in plans["hgx-h200-01"]["msg"] and "Fabric Manager True" in plans["hgx-h200-01"]["msg"]
-    verify = results(out, "Check the running driver is on the chosen branch")
+    verify = out.by_host("Check the running driver is on the chosen branch")
     assert verify["dgx-a100-01"]["msg"] == "driver 550.127.08 with 8 GPU(s)"
     root = os.path.join(lab["sim_dir"], "hgx-h100-01.root")
     assert os.path.isfile(os.path.join(root, "etc/modprobe.d/gpuops-blacklist-nouveau.conf"))
@@ -208,17 +166,17 @@ def test_site_sets_up_hosts_and_cluster(lab):
 
 def test_site_second_run_changes_nothing(lab):
     out = playbook(lab, "site.yml")
-    assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in out.stats.values()), out.all_changed()
 
 
 def test_site_check_mode_after_the_real_run_passes_the_capacity_check(lab):
     """docs/simulated-lab.md: after the real run the same ``site.yml --check`` capacity check passes, with
     the default policy (fail) instead of the warn override the fresh lab needs."""
     out = playbook(lab, "site.yml", "--check", "--diff")
-    stats = out["stats"]
+    stats = out.stats
     assert all(s["failures"] == 0 and s["unreachable"] == 0 and s["changed"] == 0 for s in stats.values()), \
-        (stats, changed_tasks(out))
-    validate = results(out, CAPACITY_TASK)["localhost"]
+        (stats, out.all_changed())
+    validate = out.by_host(CAPACITY_TASK)["localhost"]
     capacity = validate["capacity"]
     assert capacity["overcommitted"] == [], capacity
     assert not [w for w in validate.get("warnings", []) if "allocatable" in w], validate["warnings"]
@@ -229,8 +187,8 @@ def test_site_check_mode_after_the_real_run_passes_the_capacity_check(lab):
 @pytest.mark.parametrize("part", ["gpu_nodes.yml", "k8s_gpu_stack.yml", "tenancy.yml"])
 def test_each_part_of_site_runs_alone_without_change(lab, part):
     out = playbook(lab, part)
-    assert out["stats"] and all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), \
-        changed_tasks(out)
+    assert out.stats and all(s["changed"] == 0 and s["failures"] == 0 for s in out.stats.values()), \
+        out.all_changed()
 
 
 def test_each_node_advertises_what_its_device_plugin_config_says(lab):
@@ -252,7 +210,7 @@ def test_mig_reconfigure_rolls_the_a100_pool(lab):
     api = lab["api"]
     plan = playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes", "-e", "mig_reconfigure_config=all-3g.40gb",
                     "--check")
-    assert plan["stats"]["dgx-a100-01"]["failures"] == 0
+    assert plan.stats["dgx-a100-01"]["failures"] == 0
     assert api.read_node("dgx-a100-01").status.allocatable.get("nvidia.com/mig-1g.10gb") == "56"
     playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes", "-e", "mig_reconfigure_config=all-3g.40gb")
     node = api.read_node("dgx-a100-01")
@@ -270,18 +228,18 @@ def test_gpu_nodes_does_not_undo_the_rollout(lab):
     says the new config (here an extra var), the same play changes nothing."""
     before = live_facts(lab, "dgx-a100-01")
     out = playbook(lab, "gpu_nodes.yml", "-e", "target=a100_nodes", expect_rc=2)
-    refused = results(out, "Refuse to undo a MIG rollout")["dgx-a100-01"]
+    refused = out.by_host("Refuse to undo a MIG rollout")["dgx-a100-01"]
     assert refused.get("failed") and "'all-3g.40gb'" in refused["msg"] and "'all-1g.10gb'" in refused["msg"], refused
     assert "mig_reconfigure.yml" in refused["msg"]
     assert live_facts(lab, "dgx-a100-01")["gpus"] == before["gpus"]
     out = playbook(lab, "gpu_nodes.yml", "-e", "target=a100_nodes", "-e", "gpuops_mig_config=all-3g.40gb")
-    assert all(s["changed"] == 0 and s["failures"] == 0 for s in out["stats"].values()), changed_tasks(out)
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in out.stats.values()), out.all_changed()
 
 
 def test_health_cordons_the_node_with_an_xid_and_uncordons_it(lab):
     api = lab["api"]
     out = playbook(lab, "health.yml")
-    assert all(s["failures"] == 0 for s in out["stats"].values())
+    assert all(s["failures"] == 0 for s in out.stats.values())
     assert not any(api.read_node(n).spec.unschedulable for n in HOSTS)
     h200 = live_facts(lab, "hgx-h200-01")
     bus = h200["gpus"][3]["pci_bus_id"][4:].lower()  # the kernel prints 0000:BB:DD.F
@@ -320,7 +278,7 @@ def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
     out = playbook(lab, "mig_reconfigure.yml", "-e", "target=a100_nodes:h100_nodes:h200_nodes",
                    "-e", "mig_reconfigure_config=all-disabled", "-e", "mig_reconfigure_canary=0",
                    "-e", "mig_reconfigure_failure_budget=1", expect_rc=None)
-    final = results(out, "Fail when a node failed within the budget")["localhost"]
+    final = out.by_host("Fail when a node failed within the budget")["localhost"]
     assert final.get("failed") and "hgx-h100-01" in final["msg"], final
     for name in ("dgx-a100-01", "hgx-h200-01"):
         node = api.read_node(name)
@@ -345,6 +303,6 @@ def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
 
 def test_demo_runs_on_the_lab(lab):
     out = playbook(lab, "lab/demo_mig.yml")
-    assert all(s["failures"] == 0 for s in out["stats"].values())
-    day2 = results(out, "Day 2 - only the difference was touched; the busy 4g.40gb (*) kept running")
+    assert all(s["failures"] == 0 for s in out.stats.values())
+    day2 = out.by_host("Day 2 - only the difference was touched; the busy 4g.40gb (*) kept running")
     assert day2["hgx-h100-01"]["msg"][0].startswith("hgx-h100-01 (h100-day2): kept 16, destroyed 6, created 2")

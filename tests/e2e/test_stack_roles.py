@@ -9,8 +9,6 @@ removed at the end when this module created them.
 """
 import json
 import os
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -18,17 +16,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from lib import gpu_nodes
+from lib import gpu_nodes, playbook
 from lib.wait import pod_manifest, wait_for
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PLAYBOOK = """\
-- name: GPU stack
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+PLAYBOOK = playbook.localhost_yaml("GPU stack", """\
   tasks:
     - name: Device plugin
       ansible.builtin.include_role: {name: gpuops.k8s.device_plugin}
@@ -42,49 +34,15 @@ PLAYBOOK = """\
     - name: Autoscaling
       ansible.builtin.include_role: {name: gpuops.k8s.gpu_autoscaling}
       when: "'gpu_autoscaling' in stack_roles"
-"""
+""")
 ALL_ROLES = ["device_plugin", "dcgm_exporter", "gpu_tenancy", "gpu_autoscaling"]
 
 
 def run_stack(kubeconfig, tmp_path, variables, check=False, roles=None):
-    """ansible-playbook with the json callback; returns (rc, parsed output, raw)."""
+    """The stack roles named (all by default) on localhost -> playbook.Run."""
     roles = ALL_ROLES if roles is None else roles
-    name = uuid.uuid4().hex[:6]
-    play = tmp_path / ("play-%s.yml" % name)
-    play.write_text(PLAYBOOK)
-    varfile = tmp_path / ("vars-%s.json" % name)
-    varfile.write_text(json.dumps(dict(variables, stack_roles=roles)))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=kubeconfig)
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(play),
-           "-e", "@" + str(varfile)]
-    if check:
-        cmd.append("--check")
-    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=900, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook: %s %s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
-    return proc.returncode, out, proc.stdout + proc.stderr
-
-
-def task_results(out):
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            res = task["hosts"].get("localhost")
-            if res is not None:
-                yield task["task"]["name"], res
-
-
-def changed_tasks(out):
-    return [name for name, res in task_results(out) if res.get("changed")]
-
-
-def failure(out):
-    for name, res in task_results(out):
-        if res.get("failed"):
-            return name, res.get("msg", "")
-    return None, None
+    return playbook.run(playbook.write(tmp_path, PLAYBOOK), kubeconfig=kubeconfig, cwd=tmp_path, check=check,
+                        extra_vars=dict(variables, stack_roles=roles), expect_rc=None)
 
 
 @pytest.fixture(scope="module")
@@ -167,22 +125,17 @@ def stack(k8s_cluster, tmp_path_factory):
             delete(names["dp_name"])
         except ApiException:
             pass
-    for pc in ("gpu-critical", "gpu-high", "gpu-low"):
-        if pc not in existing_pcs:
-            try:
-                sched.delete_priority_class(pc)
-            except ApiException:
-                pass
+    gpu_nodes.delete_priority_classes(sched, keep=existing_pcs)
     for node in nodes.values():
         gpu_nodes.delete_node(core, node)
     del apps
 
 
 def test_apply_succeeds_and_creates_the_objects(stack, k8s_cluster):
-    rc, out, raw = stack["first"]
-    assert rc == 0, raw[-5000:]
-    assert out["stats"]["localhost"]["failures"] == 0
-    changed = changed_tasks(out)
+    run = stack["first"]
+    assert run.ok, run.explain()
+    assert run.stats["localhost"]["failures"] == 0
+    changed = run.changed()
     for role in ALL_ROLES:
         assert any(t.startswith("gpuops.k8s.%s : Apply" % role) for t in changed), (role, changed)
     assert "gpuops.k8s.device_plugin : Label the nodes with their device plugin config" in changed
@@ -198,7 +151,7 @@ def test_apply_succeeds_and_creates_the_objects(stack, k8s_cluster):
     # the limits.* quota key was converted, with a warning
     hard = core.read_namespaced_resource_quota("gpu-quota", stack["team_a"]).spec.hard
     assert hard == {"requests.nvidia.com/gpu": "2", "requests.nvidia.com/mig-1g.10gb": "1", "pods": "20"}
-    assert "limits.nvidia.com/mig-1g.10gb is never enforced" in raw
+    assert "limits.nvidia.com/mig-1g.10gb is never enforced" in run.output
     ns = core.read_namespace(stack["team_a"])
     assert ns.metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
     rbs = {rb.metadata.name: rb for rb in
@@ -210,22 +163,22 @@ def test_apply_succeeds_and_creates_the_objects(stack, k8s_cluster):
 
 
 def test_second_apply_reports_no_change(stack, k8s_cluster):
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], stack["variables"])
-    assert rc == 0, raw[-5000:]
-    assert changed_tasks(out) == []
-    assert out["stats"]["localhost"]["changed"] == 0
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], stack["variables"])
+    assert run.ok, run.explain()
+    assert run.changed() == []
+    assert run.stats["localhost"]["changed"] == 0
 
 
 def test_check_mode_reports_no_change_and_then_the_truth(stack, k8s_cluster):
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], stack["variables"], check=True)
-    assert rc == 0, raw[-5000:]
-    assert out["stats"]["localhost"]["changed"] == 0, changed_tasks(out)
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], stack["variables"], check=True)
+    assert run.ok, run.explain()
+    assert run.stats["localhost"]["changed"] == 0, run.changed()
     # a changed quota in check mode: reported as a change, nothing written
     variables = json.loads(json.dumps(stack["variables"]))
     variables["gpu_tenancy_tenants"][0]["quota"]["hard"]["requests.nvidia.com/gpu"] = 1
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, check=True, roles=["gpu_tenancy"])
-    assert rc == 0, raw[-5000:]
-    assert any("tenant" in t for t in changed_tasks(out)), changed_tasks(out)
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, check=True, roles=["gpu_tenancy"])
+    assert run.ok, run.explain()
+    assert any("tenant" in t for t in run.changed()), run.changed()
     hard = k8s_cluster.core.read_namespaced_resource_quota("gpu-quota", stack["team_a"]).spec.hard
     assert hard["requests.nvidia.com/gpu"] == "2"
 
@@ -397,11 +350,11 @@ def test_bad_input_fails_before_any_change(stack, k8s_cluster, role, override, e
     variables = dict(stack["variables"], **override)
     if role == "device_plugin":
         variables["device_plugin_node_configs"] = {}
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=[role])
-    assert rc != 0
-    task, msg = failure(out)
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=[role])
+    assert not run.ok
+    task, msg = run.failure()
     assert expected in msg, (task, msg)
-    assert changed_tasks(out) == []
+    assert run.changed() == []
     with pytest.raises(ApiException):
         k8s_cluster.core.read_namespace("e2e-bad")
 
@@ -412,22 +365,22 @@ def test_priority_class_value_change_policy(stack, k8s_cluster):
     classes = {"gpu-critical": {"value": 1000000}, "gpu-high": {"value": 100000},
                "gpu-low": {"value": 2000, "preemption_policy": "Never"}}
     variables["gpu_tenancy_priority_classes"] = classes
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"])
-    assert rc != 0
-    _task, msg = failure(out)
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"])
+    assert not run.ok
+    _task, msg = run.failure()
     assert "immutable" in msg and "gpu-low: value 1000 -> 2000" in msg and "replace" in msg
     assert sched.read_priority_class("gpu-low").value == 1000
     variables["gpu_tenancy_priority_class_change_policy"] = "replace"
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"], check=True)
-    assert rc == 0, raw[-4000:]
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"], check=True)
+    assert run.ok, run.explain()
     assert sched.read_priority_class("gpu-low").value == 1000
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"])
-    assert rc == 0, raw[-4000:]
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"])
+    assert run.ok, run.explain()
     assert sched.read_priority_class("gpu-low").value == 2000
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"])
-    assert rc == 0 and out["stats"]["localhost"]["changed"] == 0, changed_tasks(out)
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], variables, roles=["gpu_tenancy"])
+    assert run.ok and run.stats["localhost"]["changed"] == 0, run.changed()
     # back to the defaults for the other tests
-    rc, out, raw = run_stack(k8s_cluster.kubeconfig, stack["tmp"], dict(
+    run = run_stack(k8s_cluster.kubeconfig, stack["tmp"], dict(
         stack["variables"], gpu_tenancy_priority_class_change_policy="replace"), roles=["gpu_tenancy"])
-    assert rc == 0, raw[-4000:]
+    assert run.ok, run.explain()
     assert sched.read_priority_class("gpu-low").value == 1000

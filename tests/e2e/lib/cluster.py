@@ -6,7 +6,7 @@ kube-scheduler and kwok (fake nodes), built from Go modules by hack/k8s/build.sh
 Used by ``make cluster-up`` / ``make cluster-down`` (the CLI at the bottom) and by the pytest
 fixture ``k8s_cluster`` (tests/e2e/conftest.py). Everything lives in one state directory:
 
-    <state>/pki/          CA, serving and client certificates, service-account keys
+    <state>/pki/          CA, serving and client certificates, service-account keys (pki.py)
     <state>/kubeconfig    admin kubeconfig (system:masters), certificates embedded
     <state>/etcd/         etcd data (removed by stop())
     <state>/logs/         one log per component (kept after stop() for post-mortems)
@@ -29,6 +29,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pki as pki_lib  # noqa: E402  (certificates and kubeconfigs: pki.py)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BUILD_SCRIPT = os.path.join(TOP, "hack", "k8s", "build.sh")
@@ -114,113 +118,6 @@ def free_ports(count):
         for s in socks:
             s.close()
     return ports
-
-
-# --------------------------------------------------------------------------------------------- PKI
-
-def _pki(pki_dir):
-    """Create (once) a CA, the API server's serving certificate, client certificates and SA keys."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    import ipaddress
-
-    done = os.path.join(pki_dir, ".complete")
-    if os.path.exists(done):
-        return
-    os.makedirs(pki_dir, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
-    years = datetime.timedelta(days=3650)
-
-    def key():
-        return ec.generate_private_key(ec.SECP256R1())
-
-    def write_key(name, k):
-        with open(os.path.join(pki_dir, name), "wb") as f:
-            f.write(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()))
-        os.chmod(os.path.join(pki_dir, name), 0o600)
-
-    def write_cert(name, c):
-        with open(os.path.join(pki_dir, name), "wb") as f:
-            f.write(c.public_bytes(serialization.Encoding.PEM))
-
-    def subject(cn, org=None):
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org:
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-        return x509.Name(attrs)
-
-    ca_key = key()
-    ca_name = subject("gpuops-local-ca")
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now).not_valid_after(now + years)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False,
-                                       data_encipherment=False, key_agreement=False, encipher_only=False,
-                                       decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    write_key("ca.key", ca_key)
-    write_cert("ca.crt", ca)
-
-    def leaf(name, cn, org=None, server=False):
-        k = key()
-        b = (x509.CertificateBuilder().subject_name(subject(cn, org)).issuer_name(ca_name)
-             .public_key(k.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now).not_valid_after(now + years)
-             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True))
-        if server:
-            b = b.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
-                x509.DNSName("kubernetes.default.svc"), x509.DNSName("kubernetes.default.svc.cluster.local"),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("10.96.0.1"))]), critical=False)
-            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        else:
-            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        write_key(name + ".key", k)
-        write_cert(name + ".crt", b.sign(ca_key, hashes.SHA256()))
-
-    leaf("apiserver", "kube-apiserver", server=True)
-    leaf("admin", "gpuops-admin", "system:masters")
-    leaf("controller-manager", "system:kube-controller-manager")
-    leaf("scheduler", "system:kube-scheduler")
-    leaf("kwok", "gpuops-kwok", "system:masters")
-    # the aggregator's client certificate towards aggregated API servers (the metrics lab's stand-in)
-    leaf("front-proxy-client", "front-proxy-client")
-    sa = key()
-    write_key("sa.key", sa)
-    with open(os.path.join(pki_dir, "sa.pub"), "wb") as f:
-        f.write(sa.public_key().public_bytes(serialization.Encoding.PEM,
-                                             serialization.PublicFormat.SubjectPublicKeyInfo))
-    with open(done, "w") as f:
-        f.write("ok\n")
-
-
-def _kubeconfig(path, server, pki_dir, user):
-    import base64
-
-    def b64(name):
-        with open(os.path.join(pki_dir, name), "rb") as f:
-            return base64.b64encode(f.read()).decode()
-
-    cfg = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "gpuops-local",
-        "clusters": [{"name": "gpuops-local", "cluster": {"server": server,
-                                                          "certificate-authority-data": b64("ca.crt")}}],
-        "users": [{"name": user, "user": {"client-certificate-data": b64(user + ".crt"),
-                                          "client-key-data": b64(user + ".key")}}],
-        "contexts": [{"name": "gpuops-local", "context": {"cluster": "gpuops-local", "user": user,
-                                                          "namespace": "default"}}],
-    }
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(cfg, f, indent=2)  # JSON is YAML: kubectl, client-go and the Python client read it
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------ cluster
@@ -359,7 +256,7 @@ class LocalCluster(object):
         os.makedirs(self.log_dir, exist_ok=True)
         for c in COMPONENTS:
             open(os.path.join(self.log_dir, c + ".log"), "w").close()
-        _pki(self.pki_dir)
+        pki_lib.create(self.pki_dir)
         self._procs = {}
         etcd_client, etcd_peer, api, kcm, sched, kwok = free_ports(6)
         self.state = {"api_url": "https://127.0.0.1:%d" % api, "binaries": binaries,
@@ -451,8 +348,8 @@ class LocalCluster(object):
         self._wait("kube-apiserver", self._ready, 60)
 
         for user, port in (("controller-manager", kcm), ("scheduler", sched), ("kwok", kwok_port)):
-            _kubeconfig(os.path.join(self.state_dir, user + ".kubeconfig"), self.api_url, pki, user)
-        _kubeconfig(self.kubeconfig, self.api_url, pki, "admin")
+            pki_lib.kubeconfig(os.path.join(self.state_dir, user + ".kubeconfig"), self.api_url, pki, user)
+        pki_lib.kubeconfig(self.kubeconfig, self.api_url, pki, "admin")
 
         kcm_cfg = os.path.join(self.state_dir, "controller-manager.kubeconfig")
         self._spawn("kube-controller-manager", [

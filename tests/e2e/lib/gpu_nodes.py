@@ -159,6 +159,20 @@ def delete_node(api, name):
             raise
 
 
+GPU_PRIORITY_CLASSES = ("gpu-critical", "gpu-high", "gpu-low")
+
+
+def delete_priority_classes(sched, keep=(), names=GPU_PRIORITY_CLASSES):
+    """Delete the PriorityClasses ``names`` (gpu_tenancy's defaults) but those in ``keep`` (there before the test)."""
+    from kubernetes.client.rest import ApiException
+    for pc in names:
+        if pc not in keep:
+            try:
+                sched.delete_priority_class(pc)
+            except ApiException:
+                pass
+
+
 def apply_fleet(kubeconfig, fleet):
     """ensure_node for every host of ``fleet`` (from fleet_from_inventory); returns the node names."""
     api = core_api(kubeconfig)

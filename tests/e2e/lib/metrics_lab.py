@@ -36,25 +36,21 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+import pki  # noqa: E402  (tests/e2e/lib on sys.path)
+import playbook  # noqa: E402
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 NAMESPACE = "gpuops-lab-metrics"
 SERVICE = "gpuops-metrics-standin"
 GROUP = "custom.metrics.k8s.io"
 
-RENDER_PLAYBOOK = """\
-- name: Render the metric path's manifests (dcgm_exporter, render mode)
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+RENDER_PLAYBOOK = playbook.localhost_yaml("Render the metric path's manifests (dcgm_exporter, render mode)", """\
   roles:
     - role: gpuops.k8s.dcgm_exporter
       vars:
         dcgm_exporter_mode: render
         dcgm_exporter_render_dir: "{{ render_dir }}"
         dcgm_exporter_service_monitor: true
-"""
+""")
 
 
 def render_manifests(render_dir, extra_vars=None):
@@ -63,18 +59,10 @@ def render_manifests(render_dir, extra_vars=None):
     play = os.path.join(render_dir, ".render.yml")
     with open(play, "w") as f:
         f.write(RENDER_PLAYBOOK)
-    varfile = os.path.join(render_dir, ".vars.json")
-    with open(varfile, "w") as f:
-        json.dump(dict(extra_vars or {}, render_dir=os.path.abspath(render_dir)), f)
-    env = dict(os.environ)
-    env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(TOP, ".build", "collections"))
-    env.setdefault("ANSIBLE_HOME", os.path.join(TOP, ".cache", "ansible"))
-    env.setdefault("ANSIBLE_LOCAL_TEMP", os.path.join(TOP, ".cache", "ansible", "tmp-local"))
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           play, "-e", "@" + varfile], cwd=render_dir, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError("rendering dcgm_exporter failed:\n%s" % proc.stdout[-3000:])
+    run = playbook.run(play, cwd=render_dir, timeout=300, expect_rc=None,
+                       extra_vars=dict(extra_vars or {}, render_dir=os.path.abspath(render_dir)))
+    if not run.ok:
+        raise RuntimeError("rendering dcgm_exporter failed:\n%s" % run.explain())
     return read_manifests(render_dir)
 
 
@@ -94,37 +82,6 @@ def read_manifests(render_dir):
     if sm is None or rules is None:
         raise RuntimeError("%s holds no ServiceMonitor or adapter rules ConfigMap" % render_dir)
     return sm, rules
-
-
-def serving_cert(pki_dir, out_dir, dns_names):
-    """A serving certificate signed by the cluster CA (cluster.py's pki)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    import ipaddress
-    with open(os.path.join(pki_dir, "ca.crt"), "rb") as f:
-        ca = x509.load_pem_x509_certificate(f.read())
-    with open(os.path.join(pki_dir, "ca.key"), "rb") as f:
-        ca_key = serialization.load_pem_private_key(f.read(), None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=365))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]
-                                                       + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    os.makedirs(out_dir, exist_ok=True)
-    crt, keyf = os.path.join(out_dir, "serving.crt"), os.path.join(out_dir, "serving.key")
-    with open(crt, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(keyf, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    os.chmod(keyf, 0o600)
-    return crt, keyf
 
 
 def prometheus_config(service_monitor, targets_file, exporter_port, scrape_interval=None):
@@ -280,7 +237,7 @@ class MetricsLab(object):
                                    "--web.listen-address=127.0.0.1:%d" % prom, "--storage.tsdb.retention.time=2h",
                                    "--log.level=warn"])
         self._wait("prometheus", lambda: urllib.request.urlopen(self.prometheus_url + "/-/ready", timeout=2).status == 200, timeout)
-        crt, key = serving_cert(self.cluster.pki_dir, os.path.join(self.dir, "pki"),
+        crt, key = pki.serving_cert(self.cluster.pki_dir, os.path.join(self.dir, "pki"),
                                 ["%s.%s.svc" % (SERVICE, NAMESPACE), "localhost"])
         kc = self.cluster.kubeconfig
         from kueue import host_ip
