@@ -14,8 +14,8 @@ simulated hosts' NVML states, the logs) stay under the demo directory until `mak
 """
 
 import argparse
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,15 +28,13 @@ sys.path.insert(0, os.path.join(TOP, "tests", "e2e", "lib"))
 import cluster as lab_cluster  # noqa: E402  pylint: disable=wrong-import-position
 import gpu_nodes  # noqa: E402  pylint: disable=wrong-import-position
 import metrics_lab  # noqa: E402  pylint: disable=wrong-import-position
+import playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.path.join(TOP, "inventories", "sim", "hosts.yml")
 PLAYBOOK = os.path.join(TOP, "playbooks", "lab", "demo.yml")
 DEFAULT_DIR = os.path.join(TOP, ".cache", "demo")
 # tasks whose output is part of the story (their name starts with this); the rest is progress
 SHOW = "Demo: "
-TASK_RE = re.compile(r"^(TASK|RUNNING HANDLER) \[(.*)\] \*+$")
-PLAY_RE = re.compile(r"^PLAY \[(.*)\] \*+$")
-RECAP_RE = re.compile(r"^PLAY RECAP \*+$")
 
 
 class Progress(object):
@@ -71,21 +69,17 @@ class Progress(object):
 
 
 def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=(), abort=None):
-    """ansible-playbook playbooks/lab/demo.yml, streaming: progress per task, the story tasks in full. ``abort``:
-    called on every line of output; when it returns a reason the playbook is stopped and the reason said."""
-    env = dict(os.environ)
-    # as the Makefile sets them (hack/demo.py may also be run on its own)
-    env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(TOP, ".build", "collections"))
-    env.setdefault("ANSIBLE_HOME", os.path.join(TOP, ".cache", "ansible"))
-    env.setdefault("ANSIBLE_REMOTE_TMP", os.path.join(TOP, ".cache", "ansible", "tmp"))
-    env.setdefault("ANSIBLE_LOCAL_TEMP", os.path.join(TOP, ".cache", "ansible", "tmp-local"))
+    """ansible-playbook playbooks/lab/demo.yml with the ansible.posix.jsonl callback (one JSON event per line), read
+    as it runs: progress per task, the story tasks' messages in full, failures, the recap. ``abort``: called on every
+    event; when it returns a reason the playbook is stopped and the reason said."""
+    env = playbook.env_for(kubeconfig)
     # plan.yml runs mig_reconfigure.yml as its own ansible-playbook: it finds that one on PATH, the simulated hosts
     # through GPUOPS_SIM_DIR (inventories/sim) and the cluster through KUBECONFIG, not through our -e
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.update(KUBECONFIG=kubeconfig, GPUOPS_SIM_DIR=sim_dir, ANSIBLE_CALLBACK_RESULT_FORMAT="yaml",
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_DISPLAY_SKIPPED_HOSTS="false",
-               ANSIBLE_DEPRECATION_WARNINGS="false")
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY, PLAYBOOK,
+    env.update(GPUOPS_SIM_DIR=sim_dir, ANSIBLE_STDOUT_CALLBACK="ansible.posix.jsonl", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="false")
+    env.setdefault("ANSIBLE_REMOTE_TMP", os.path.join(TOP, ".cache", "ansible", "tmp"))
+    cmd = [playbook.ANSIBLE_PLAYBOOK, "-i", INVENTORY, PLAYBOOK,
            "-e", "gpuops_sim_dir=" + sim_dir, "-e", "demo_dir=" + demo_dir] + list(extra)
     trace = os.environ.get("GPUOPS_TRACE_DIR") or os.path.join(os.path.dirname(TOP), "shared", "data",
                                                                "alibaba-gpu-2023", "csv")
@@ -95,46 +89,85 @@ def run_playbook(demo_dir, sim_dir, kubeconfig, out, extra=(), abort=None):
         cmd += ["-e", "demo_nodes_csv=" + nodes_csv, "-e", "demo_pods_csv=" + pods_csv]
     log_path = os.path.join(demo_dir, "logs", "demo-playbook.log")
     progress = Progress(out)
-    play, showing, recap = "", False, False
-    timings, play_t0 = [], time.time()
+    story = Story(progress)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # stdout: the JSON events (kept in the log); stderr (warnings) goes to the log as it comes
+        proc = subprocess.Popen(cmd, cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=log,
                                 universal_newlines=True, bufsize=1)
         for line in proc.stdout:
             log.write(line)
+            log.flush()
             reason = abort() if abort else None
             if reason and proc.poll() is None:
                 progress.say("demo: %s; stopping the playbook" % reason)
                 log.write("demo: %s; stopping the playbook\n" % reason)
                 proc.terminate()
-            text = line.rstrip("\n")
-            m_play, m_task = PLAY_RE.match(text), TASK_RE.match(text)
-            if m_play:
-                now = time.time()
-                if play:
-                    timings.append((play, now - play_t0))
-                play, showing, play_t0 = m_play.group(1), False, now
+            try:
+                event = json.loads(line)
+            except ValueError:
+                progress.say(line.rstrip("\n"))  # not an event: a message of ansible-playbook itself
                 continue
-            if m_task:
-                task = m_task.group(2).split(" : ")[-1]
-                showing = task.startswith(SHOW)
-                if task.startswith(SHOW + "act "):  # an act begins: its title as a header
-                    progress.say("\n== " + task[len(SHOW):])
-                progress.task(play, m_task.group(2))
-                continue
-            if RECAP_RE.match(text):
-                recap, showing = True, False
-                progress.say("")
-            if recap or (showing and text.strip() and not text.startswith(("skipping:", "included:"))):
-                progress.say("  " + text if showing else text)
-            elif text.startswith(("fatal:", "failed:", "ERROR!", "[ERROR]")):
-                progress.say(text)
+            story.event(event)
         rc = proc.wait()
-        if play:
-            timings.append((play, time.time() - play_t0))
-        log.write("\nwall time per play (s):\n" + "".join("  %6.1f  %s\n" % (t, name) for name, t in timings))
+        story.done()
+        log.write("\nwall time per play (s):\n" + "".join("  %6.1f  %s\n" % (t, name) for name, t in story.timings))
     progress.clear()
     return rc, log_path
+
+
+class Story(object):
+    """What the demo prints of the jsonl events: the acts' titles, the story tasks' messages ("Demo: ..." tasks),
+    failures and the recap; every other task is a progress line."""
+
+    def __init__(self, progress):
+        self.progress = progress
+        self.play, self.play_t0, self.timings = "", time.time(), []
+
+    def event(self, e):
+        kind = e.get("_event", "")
+        if kind == "v2_playbook_on_play_start":
+            self.done()
+            self.play, self.play_t0 = e["play"]["name"], time.time()
+        elif kind in ("v2_playbook_on_task_start", "v2_playbook_on_handler_task_start", "v2_runner_on_start"):
+            name = e["task"]["name"]
+            short = name.split(" : ")[-1]
+            if short.startswith(SHOW + "act "):  # an act begins: its title as a header
+                self.progress.say("\n== " + short[len(SHOW):])
+            self.progress.task(self.play, name)
+        elif kind in ("v2_runner_on_ok", "v2_runner_on_failed", "v2_runner_on_unreachable"):
+            name = e["task"]["name"]
+            for host, res in sorted(e.get("hosts", {}).items()):
+                if res.get("failed") or res.get("unreachable"):
+                    if not res.get("ignore_errors"):
+                        self.progress.say("fatal: [%s]: %s: %s" % (host, name, _messages(res) or res))
+                elif name.split(" : ")[-1].startswith(SHOW):
+                    lines = _messages(res)
+                    if lines and host != "localhost":
+                        self.progress.say("  [%s]" % host)
+                    for text in lines:
+                        for piece in text.splitlines():
+                            self.progress.say("    " + piece)
+        elif kind == "v2_playbook_on_stats":
+            self.progress.say("")
+            for host, s in sorted(e.get("stats", {}).items()):
+                self.progress.say("%-14s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d rescued=%d ignored=%d" % (
+                    host, s.get("ok", 0), s.get("changed", 0), s.get("unreachable", 0), s.get("failures", 0),
+                    s.get("skipped", 0), s.get("rescued", 0), s.get("ignored", 0)))
+
+    def done(self):
+        if self.play:
+            self.timings.append((self.play, time.time() - self.play_t0))
+            self.play = ""
+
+
+def _messages(res):
+    """A result's messages: its msg (a string or a list of lines), or each loop item's."""
+    if "results" in res and isinstance(res["results"], list):
+        return [m for item in res["results"] if isinstance(item, dict) for m in _messages(item)]
+    msg = res.get("msg")
+    if isinstance(msg, list):
+        return [str(m) for m in msg]
+    return [str(msg)] if msg not in (None, "") else []
 
 
 def start_lab(demo_dir, sim_dir, log):
