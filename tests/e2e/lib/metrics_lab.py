@@ -238,7 +238,7 @@ class MetricsLab(object):
                                    "--log.level=warn"])
         self._wait("prometheus", lambda: urllib.request.urlopen(self.prometheus_url + "/-/ready", timeout=2).status == 200, timeout)
         crt, key = pki.serving_cert(self.cluster.pki_dir, os.path.join(self.dir, "pki"),
-                                ["%s.%s.svc" % (SERVICE, NAMESPACE), "localhost"])
+                                    ["%s.%s.svc" % (SERVICE, NAMESPACE), "localhost"])
         kc = self.cluster.kubeconfig
         from kueue import host_ip
         self.ip = host_ip()
