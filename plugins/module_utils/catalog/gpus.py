@@ -14,6 +14,8 @@ Pure Python, no NVML, Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional, Tuple, Union
+
 import math
 import re
 from collections import namedtuple
@@ -82,7 +84,7 @@ GpuModel = namedtuple(
 )
 
 
-def ci_slice_options(gi_compute_slices):
+def ci_slice_options(gi_compute_slices: int) -> Tuple[int, ...]:
     """Compute-instance sizes possible inside a GI of ``gi_compute_slices`` (go-nvlib rule)."""
     g = gi_compute_slices
     return tuple(c for c in range(1, g + 1) if c == g or 2 * c <= g + 1)
@@ -121,7 +123,7 @@ _A100_SM = (14, 14, 14, 28, 42, 56, 98)
 # specialised clouds, more on hyperscalers). The table takes the upper, hyperscaler-like end of each range so that
 # the ratios between models hold; real prices differ by provider, commitment and region.
 
-_MODELS = []
+_MODELS: List[GpuModel] = []
 
 
 def _mig_model(key, marketing, variants, arch, total, profiles, min_driver, price=None, notes="",
@@ -256,25 +258,25 @@ _plain_model("t4_16gb", "NVIDIA T4", [("Tesla T4", 0x1EB8, "T4")], ARCH_TURING, 
 CATALOG = dict((m.key, m) for m in _MODELS)
 
 
-def model_keys():
+def model_keys() -> List[str]:
     return sorted(CATALOG)
 
 
-def mig_capable(model):
+def mig_capable(model: GpuModel) -> bool:
     return bool(model.profiles)
 
 
-def mig_mode_needs_reset(model):
+def mig_mode_needs_reset(model: GpuModel) -> bool:
     """Ampere: a MIG mode change stays pending until a GPU reset, and persists across reboots."""
     return model.architecture == ARCH_AMPERE
 
 
-def mig_mode_persistent(model):
+def mig_mode_persistent(model: GpuModel) -> bool:
     """Hopper and newer: the mode applies at once but is lost on GPU reset or reboot."""
     return model.architecture == ARCH_AMPERE
 
 
-def find_model(ref):
+def find_model(ref: Union[str, int, GpuModel]) -> GpuModel:
     """Return the GpuModel for a catalog key, an NVML name or a PCI device id.
 
     ``ref`` may be ``"h100_80gb"``, ``"NVIDIA H100 80GB HBM3"``, ``0x2330``, ``"0x2330"`` or a
@@ -290,7 +292,7 @@ def find_model(ref):
     return model
 
 
-def lookup_model(ref, name=None):
+def lookup_model(ref: Union[str, int, GpuModel, None], name: Optional[str] = None) -> Optional[GpuModel]:
     """Like find_model but returns None; with ``name`` given, the NVML name breaks ties."""
     if isinstance(ref, GpuModel):
         return ref
@@ -318,7 +320,7 @@ def lookup_model(ref, name=None):
     return None
 
 
-def variant_for(model, nvml_name=None):
+def variant_for(model: GpuModel, nvml_name: Optional[str] = None) -> GpuVariant:
     """The variant of ``model`` with that NVML name (default: the first)."""
     if nvml_name:
         for v in model.variants:
@@ -327,7 +329,7 @@ def variant_for(model, nvml_name=None):
     return model.variants[0]
 
 
-def get_profile(model, name):
+def get_profile(model: GpuModel, name: str) -> GiProfile:
     """The GiProfile called ``name`` on ``model`` or GpuOpsError naming the valid profiles."""
     canon = canonical_profile_name(name)
     for p in model.profiles:
@@ -347,7 +349,7 @@ _PROFILE_RE = re.compile(
 )
 
 
-def parse_profile(name):
+def parse_profile(name: str) -> Tuple[Optional[int], str]:
     """Split a MIG profile string into (ci_slices or None, gi_name).
 
     ``"1c.3g.20gb"`` -> (1, "3g.20gb"); ``"3g.20gb"`` -> (None, "3g.20gb"). Accepts the
@@ -368,7 +370,7 @@ def parse_profile(name):
     return c, gi
 
 
-def is_advertised_mig_device(profile_name):
+def is_advertised_mig_device(profile_name: str) -> bool:
     """Whether the NVIDIA device plugin advertises MIG devices of this profile to Kubernetes.
 
     It registers resources only for profiles whose compute instance spans the whole GPU instance
@@ -378,19 +380,20 @@ def is_advertised_mig_device(profile_name):
     return parse_profile(profile_name)[0] is None
 
 
-def canonical_profile_name(name):
+def canonical_profile_name(name: Any) -> str:
     text = str(name).strip().lower()
     # label-safe form used in config names: 1g.10gb.me -> 1g.10gb+me, 1g.24gb.me.all -> +me.all
     text = re.sub(r"^(\d+c\.)?(\d+g\.\d+gb)\.(me\.all|me|gfx)$", r"\1\2+\3", text)
     return text
 
 
-def label_safe(name):
+def label_safe(name: str) -> str:
     """Kubernetes label values cannot hold '+': 1g.10gb+me -> 1g.10gb.me (as mig-parted does)."""
     return name.replace("+", ".")
 
 
-def profile_name_from_memory(memory_mib, total_memory_mib, gi_slices, ci_slices=None, suffix=""):
+def profile_name_from_memory(memory_mib: float, total_memory_mib: float, gi_slices: int, ci_slices: Optional[int] = None,
+                             suffix: str = "") -> str:
     """NVIDIA's naming rule (go-nvlib getMigMemorySizeGB): the name NVML-based tools print.
 
     fraction = memory/total rounded up to eighths, times the total in whole GiB, rounded.
@@ -411,7 +414,7 @@ CONSTANT_SUFFIX = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "
                    16: "+me.all", 17: "+gfx"}
 
 
-def profile_by_constant(model, constant):
+def profile_by_constant(model: GpuModel, constant: int) -> Optional[GiProfile]:
     for p in model.profiles:
         if p.constant == constant:
             return p
@@ -422,7 +425,7 @@ def profile_by_constant(model, constant):
 _FULL_DECODERS = {"a100_40gb": 5, "a100_80gb": 5, "a30_24gb": 4}
 
 
-def profile_engines(model, profile):
+def profile_engines(model: GpuModel, profile: GiProfile) -> Dict[str, int]:
     """Shared engines of a GPU instance of ``profile`` (GiProfile): {copy, decoder, encoder, jpeg, ofa}.
 
     What ``nvidia-smi mig -lgip`` and NVML's profile info report, and what GFD labels as
@@ -448,25 +451,25 @@ def profile_engines(model, profile):
     return {"copy": copy, "decoder": decoder, "encoder": 0, "jpeg": jpeg, "ofa": 1 if media else 0}
 
 
-def resource_name(profile_name, strategy="mixed"):
+def resource_name(profile_name: str, strategy: str = "mixed") -> str:
     """Kubernetes extended resource the device plugin advertises for one MIG device."""
     if strategy == "single":
         return "nvidia.com/gpu"
     return "nvidia.com/mig-%s" % label_safe(profile_name)
 
 
-def product_label(nvml_name):
+def product_label(nvml_name: str) -> str:
     """GPU Feature Discovery's nvidia.com/gpu.product: the NVML name with spaces as dashes."""
     return nvml_name.replace(" ", "-")
 
 
-def default_prices(overrides=None):
+def default_prices(overrides: Optional[Dict[str, float]] = None) -> Dict[str, Optional[float]]:
     prices = dict((k, m.price_per_hour) for k, m in CATALOG.items())
     prices.update(overrides or {})
     return prices
 
 
-def version_tuple(version):
+def version_tuple(version: Any) -> Tuple[int, ...]:
     out = []
     for part in str(version).split("."):
         digits = re.match(r"\d+", part)
@@ -474,7 +477,7 @@ def version_tuple(version):
     return tuple(out)
 
 
-def driver_supports(model, driver_version):
+def driver_supports(model: GpuModel, driver_version: Optional[str]) -> bool:
     """True when ``driver_version`` is at least the model's documented minimum for MIG."""
     if not model.min_driver or not driver_version:
         return True

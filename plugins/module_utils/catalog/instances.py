@@ -10,6 +10,7 @@ does not load the planner. Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any, Dict, List
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
@@ -19,7 +20,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as 
 Instance = namedtuple("Instance", ["profile", "start", "size", "gpu_instance_id", "compute_instances", "busy"])
 
 
-def instances_from_gpu(gpu):
+def instances_from_gpu(gpu: Dict[str, Any]) -> List[Instance]:
     """Group a gpu facts dict's MIG device rows (one per compute instance) into Instances.
 
     Rows carry ``profile`` (``3g.40gb`` or ``1c.3g.40gb``), optionally ``gpu_instance_profile``,
@@ -57,10 +58,10 @@ def instances_from_gpu(gpu):
     return out
 
 
-def row_is_mig_device(row):
+def row_is_mig_device(row: Dict[str, Any]) -> bool:
     """False for the row gpu_state reports for a GPU instance without compute instance."""
     return row.get("has_compute_instance") is not False and row.get("compute_slices") != 0
 
 
-def gi_slices(gi_name):
+def gi_slices(gi_name: str) -> int:
     return int(gi_name.split("g.", 1)[0])

@@ -9,6 +9,8 @@ Pure Python, Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, List
+
 import re
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -20,7 +22,7 @@ SHARED_SUFFIX = ".shared"
 MIG_PREFIX = "nvidia.com/mig-"
 
 
-def mig_profiles():
+def mig_profiles() -> List[str]:
     """Every MIG GPU-instance profile of the catalog, label-safe (``1g.10gb``, ``1g.10gb.me``)."""
     names = set()
     for model in gpu_catalog.CATALOG.values():
@@ -34,18 +36,18 @@ def _profile_sort_key(name):
     return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else (99, 0, name)
 
 
-def mig_resources():
+def mig_resources() -> List[str]:
     """``nvidia.com/mig-<profile>`` for every catalog profile (the mixed-strategy resource names)."""
     return ["nvidia.com/mig-%s" % p for p in mig_profiles()]
 
 
-def gpu_resources():
+def gpu_resources() -> List[str]:
     """All GPU extended-resource names the stack knows: full GPUs, shared GPUs and MIG slices."""
     base = [GPU_RESOURCE] + mig_resources()
     return base + [r + SHARED_SUFFIX for r in base]
 
 
-def check_gpu_resource(name, where="resource"):
+def check_gpu_resource(name: Any, where: str = "resource") -> str:
     """Validate an ``nvidia.com/...`` resource name against the catalog; returns it unchanged."""
     text = str(name)
     base = text[:-len(SHARED_SUFFIX)] if text.endswith(SHARED_SUFFIX) else text
@@ -68,12 +70,12 @@ def check_gpu_resource(name, where="resource"):
     )
 
 
-def is_gpu_resource_key(key):
+def is_gpu_resource_key(key: Any) -> bool:
     """Whether a quota or request key names an NVIDIA resource."""
     return "nvidia.com/" in str(key)
 
 
-def is_plugin_resource(name):
+def is_plugin_resource(name: Any) -> bool:
     """True for an extended resource the NVIDIA device plugin advertises: ``nvidia.com/gpu``, ``nvidia.com/gpu.shared``,
     ``nvidia.com/mig-<profile>[.shared]``."""
     text = str(name)

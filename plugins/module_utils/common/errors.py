@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 
 class GpuOpsError(Exception):
     """A failure with a message meant for the user.
@@ -13,10 +15,10 @@ class GpuOpsError(Exception):
     GPUs as they are after a fault halfway, or the list of valid profiles).
     """
 
-    def __init__(self, msg, **details):
+    def __init__(self, msg: str, **details: Any) -> None:
         super(GpuOpsError, self).__init__(msg)
-        self.msg = msg
-        self.details = details
+        self.msg: str = msg
+        self.details: Dict[str, Any] = details
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.msg

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -45,7 +46,7 @@ ENV_LOCK_TIMEOUT = "GPUOPS_NVML_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 300.0
 
 
-def default_run_command(args):
+def default_run_command(args: List[str]) -> Tuple[int, str, str]:
     """(rc, stdout, stderr) like AnsibleModule.run_command; used when no module is around."""
     try:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
@@ -55,7 +56,7 @@ def default_run_command(args):
     return proc.returncode, out, err
 
 
-def lock_timeout():
+def lock_timeout() -> float:
     """Seconds to wait for the host lock ($GPUOPS_NVML_LOCK_TIMEOUT, default 300)."""
     raw = os.environ.get(ENV_LOCK_TIMEOUT)
     if raw is None or raw.strip() == "":
@@ -69,7 +70,7 @@ def lock_timeout():
     return value
 
 
-def host_lock_path(run_dir="/run"):
+def host_lock_path(run_dir: str = "/run") -> str:
     """The real backend's host lock: $GPUOPS_NVML_LOCK, else <run_dir>/gpuops/nvml.lock when that
     directory can be created and written (root), else gpuops-nvml-<uid>.lock in the temp directory."""
     if os.environ.get(ENV_LOCK):
@@ -88,15 +89,15 @@ def host_lock_path(run_dir="/run"):
 class HostLock(object):
     """An exclusive, reentrant fcntl lock on ``path``; the holder's pid and ``what`` are written into it."""
 
-    def __init__(self, path, what=None, timeout=None):
+    def __init__(self, path: str, what: Optional[str] = None, timeout: Optional[float] = None) -> None:
         self.path = path
         self.what = what
         self.timeout = timeout
         self.depth = 0
-        self._fd = None
+        self._fd: Optional[int] = None
 
     @property
-    def held(self):
+    def held(self) -> bool:
         return self.depth > 0
 
     def _holder(self):
@@ -114,7 +115,7 @@ class HostLock(object):
             text += " since %s" % info["since"]
         return text
 
-    def acquire(self):
+    def acquire(self) -> bool:
         """Take the lock (True) or, when this object holds it already, count one level more (False)."""
         import fcntl  # pylint: disable=import-outside-toplevel
         if self.depth:
@@ -151,7 +152,7 @@ class HostLock(object):
         self.depth = 1
         return True
 
-    def release(self):
+    def release(self) -> None:
         import fcntl  # pylint: disable=import-outside-toplevel
         if not self.depth:
             return
@@ -159,6 +160,8 @@ class HostLock(object):
         if self.depth:
             return
         fd, self._fd = self._fd, None
+        if fd is None:
+            return
         try:
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -179,7 +182,7 @@ def _command_line():
 
 
 @contextmanager
-def host_lock(backend, what=None):
+def host_lock(backend: Backend, what: Optional[str] = None) -> Iterator[Backend]:
     """Serialize mutating NVML work on this host: hold the backend's host lock (reentrant).
 
     On the simulator the state is read again once the lock is held, so the plan is made from what
@@ -199,7 +202,7 @@ class Placement(object):
 
     __slots__ = ("start", "size")
 
-    def __init__(self, start, size):
+    def __init__(self, start: int, size: int) -> None:
         self.start = start
         self.size = size
 
@@ -211,25 +214,28 @@ class Backend(object):
     """What every backend offers besides pynvml's function names: ``kind``, a ``cache`` dict for
     callers, the host lock, ``locked()`` (called once the lock is taken) and ``reset_gpu(index)``."""
 
-    kind = None
+    kind: Optional[str] = None
+    # and pynvml's functions (declared for type checkers; the backends define them or forward them to pynvml)
+    nvmlInit: Callable[[], None]
+    nvmlShutdown: Callable[[], None]
 
-    def __init__(self):
-        self.cache = {}
-        self._lock = None
+    def __init__(self) -> None:
+        self.cache: Dict[str, Any] = {}
+        self._lock: Optional[HostLock] = None
 
-    def lock_file(self):
+    def lock_file(self) -> str:
         raise NotImplementedError
 
-    def host_lock(self, what=None):
+    def host_lock(self, what: Optional[str] = None) -> HostLock:
         if self._lock is None:
             self._lock = HostLock(self.lock_file(), what=what)
         elif what and not self._lock.held:
             self._lock.what = what
         return self._lock
 
-    def locked(self):
+    def locked(self) -> None:
         """Called once the host lock is taken: another run may have changed the GPUs."""
         self.cache.clear()
 
-    def reset_gpu(self, index):
+    def reset_gpu(self, index: int) -> None:
         raise NotImplementedError

@@ -9,6 +9,8 @@ the NVML return code, the same numbers as pynvml, so callers handle both backend
 
 from __future__ import annotations
 
+from typing import Any, Optional, Tuple, Union
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 ENV_SIMULATOR = "GPUOPS_NVML_SIMULATOR"
@@ -94,7 +96,7 @@ _HINTS = {
 }
 
 
-def error_code(name):
+def error_code(name: Union[str, int]) -> int:
     """NVML return code for ``NVML_ERROR_IN_USE``, ``IN_USE`` or ``19``; GpuOpsError otherwise."""
     if isinstance(name, int) and not isinstance(name, bool):
         if name in ERROR_NAMES:
@@ -113,14 +115,14 @@ def error_code(name):
     )
 
 
-def error_name(code):
+def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, "NVML_ERROR_%s" % code)
 
 
 class NvmlError(GpuOpsError):
     """An NVML call failed. ``value`` is the NVML return code (pynvml's numbers)."""
 
-    def __init__(self, value, call=None, msg=None, **details):
+    def __init__(self, value: int, call: Optional[str] = None, msg: Optional[str] = None, **details: Any) -> None:
         self.value = value
         self.call = call
         name = error_name(value)
@@ -136,14 +138,14 @@ class NvmlError(GpuOpsError):
         super(NvmlError, self).__init__(msg, **details)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return error_name(self.value)
 
     def __reduce__(self):
         return (NvmlError, (self.value, self.call, self.msg))
 
 
-def init_failure(err, backend="nvml"):
+def init_failure(err: NvmlError, backend: Optional[str] = "nvml") -> GpuOpsError:
     """Turn an NvmlError from nvmlInit into the one clear GpuOpsError for that situation."""
     code = err.value
     if code == LIBRARY_NOT_FOUND:
@@ -165,14 +167,14 @@ def init_failure(err, backend="nvml"):
     return GpuOpsError(msg, nvml_error=err.name, nvml_error_code=code, nvml_backend=backend)
 
 
-def text(value):
+def text(value: Any) -> Any:
     """pynvml returns bytes for char-array struct fields; give str."""
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace").rstrip("\x00")
     return value
 
 
-def placement_of(placement):
+def placement_of(placement: Any) -> Tuple[int, int]:
     """(start, size) from a placement object, a dict or a tuple."""
     if isinstance(placement, dict):
         return int(placement["start"]), int(placement["size"])

@@ -18,22 +18,28 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import ENV_SIMULATOR, NvmlError, init_failure
 
+if TYPE_CHECKING:  # for the annotations only
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import Backend
 
-def simulator_path(simulator=None):
+
+def simulator_path(simulator: Optional[str] = None) -> Optional[str]:
     """The simulator state file to use, or None for the real NVML."""
     return simulator or os.environ.get(ENV_SIMULATOR) or None
 
 
-def open_backend(simulator=None, run_command=None, simulator_class=None):
+def open_backend(simulator: Optional[str] = None, run_command: Optional[Callable[..., Tuple[int, str, str]]] = None,
+                 simulator_class: Optional[Callable[[str], Backend]] = None) -> Backend:
     """Build (not initialize) the backend: ``simulator_class(path)`` (default: the simulator's read
     path) when a simulator state file is set, else the real NVML."""
     path = simulator_path(simulator)
     if path:
         if simulator_class is None:
-            from ansible_collections.gpuops.k8s.plugins.module_utils.sim.reader import SimReader as simulator_class
+            from ansible_collections.gpuops.k8s.plugins.module_utils.sim.reader import SimReader
+            return SimReader(path)
         return simulator_class(path)
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.pynvml_backend import (  # pylint: disable=import-outside-toplevel
         RealBackend, import_pynvml)
@@ -41,7 +47,8 @@ def open_backend(simulator=None, run_command=None, simulator_class=None):
 
 
 @contextmanager
-def open_nvml(simulator=None, run_command=None, simulator_class=None):
+def open_nvml(simulator: Optional[str] = None, run_command: Optional[Callable[..., Tuple[int, str, str]]] = None,
+              simulator_class: Optional[Callable[[str], Backend]] = None) -> Iterator[Backend]:
     """Initialize NVML (real or simulated), yield the backend, shut NVML down.
 
     ``run_command`` (``AnsibleModule.run_command``-like callable) runs nvidia-smi for GPU resets on
