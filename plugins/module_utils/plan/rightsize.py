@@ -55,7 +55,7 @@ def queries(memory_metric, compute_metric, window_s, step_s):
 
 
 def _ceil(x, unit):
-    return math.ceil(x / unit - 1e-9) * unit
+    return math.ceil(round(x / unit, 6)) * unit
 
 
 def _plan_decisions(plan):
