@@ -24,16 +24,13 @@ description:
     and the PromQL.
 author:
   - gpuops.k8s maintainers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s.attributes
+  - gpuops.k8s.attributes.idempotent
 attributes:
-  check_mode:
-    support: full
-    description: Prometheus is read; O(demand_out) is not written and C(changed) says whether it would be.
-  diff_mode:
-    support: full
-    description: The demand file before and after.
   platform:
     support: full
-    description: Runs on the controller.
+    description: Runs on the controller; Prometheus is read in check mode too, O(demand_out) is not written.
     platforms: all
 options:
   prometheus_url:

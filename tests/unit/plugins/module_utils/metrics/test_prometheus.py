@@ -19,14 +19,6 @@ def fake():
     f.stop()
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_query_and_buildinfo_with_bearer_token(fake):
     c = prom.Prometheus(fake.url, token="s3cret", timeout_s=5)
     assert c.buildinfo()["version"] == "3.0.0"
@@ -45,7 +37,9 @@ def test_prometheus_error_text_is_passed_on(fake):
 
 
 def test_connection_refused_names_the_url():
-    url = "http://127.0.0.1:%d" % _free_port()
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        url = "http://127.0.0.1:%d" % s.getsockname()[1]
     with pytest.raises(GpuOpsError) as e:
         prom.Prometheus(url, timeout_s=3).query("up")
     assert url in e.value.msg and "connection refused" in e.value.msg and e.value.details["url"] == url
