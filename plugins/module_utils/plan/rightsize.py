@@ -10,10 +10,10 @@ the pods to items with plan/workloads.py, and proposes the size that holds the p
 less than the observed peak memory.
 
 PromQL: one query per statistic and metric for the whole fleet, aggregated by (namespace, pod) in Prometheus, so
-the answer has one row per pod, not one series per sample: ``max by (namespace, pod) (max_over_time(M{pod!=""}[W]))``
-(peak), ``max by (namespace, pod) (quantile_over_time(0.95, M{pod!=""}[W]))`` (p95 of each device's samples, the
-largest over a pod's devices), ``sum by (namespace, pod) (count_over_time(M{pod!=""}[W]))`` (samples),
-``min by (namespace, pod) (min_over_time(timestamp(M{pod!=""})[W:S]))`` (first sample, a subquery at ``step`` S)
+the answer has one row per pod, not one series per sample: ``max by (P) (max_over_time(M[W]))``
+(peak), ``max by (P) (quantile_over_time(0.95, M[W]))`` (p95 of each device's samples, the largest over a pod's
+devices), ``sum by (P) (count_over_time(M[W]))`` (samples), ``min by (P) (min_over_time(timestamp(M)[W:S]))``
+(first sample, a subquery at ``step`` S), P being the pod labels (``POD_BY``),
 and ``count(max_over_time(M[W]))`` (does the metric exist at all). An item's p95 is the largest p95 of its pods: an
 upper bound of the p95 over all its samples, so the proposal errs on the large side.
 """
@@ -36,6 +36,9 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import pars
 MEMORY_METRICS = (dcgm.FB_USED,)
 COMPUTE_METRICS = (dcgm.ENGINE_ACTIVE, dcgm.GPU_UTIL)
 MIB_PER_GB = 1024.0
+# dcgm-exporter's own pod labels; scraped through a ServiceMonitor (honorLabels false) Prometheus renames them
+# exported_namespace / exported_pod (namespace / pod are then the exporter's own pod): both are read, exported_ first.
+POD_BY = "exported_namespace, exported_pod, namespace, pod"
 
 
 def queries(memory_metric, compute_metric, window_s, step_s):
@@ -43,14 +46,13 @@ def queries(memory_metric, compute_metric, window_s, step_s):
     w, s = prom_duration(window_s), prom_duration(step_s)
     out = {}
     for tag, m in (("memory", memory_metric), ("compute", compute_metric)):
-        sel = '%s{pod!=""}' % m
-        by = "namespace, pod" + (", GPU_I_PROFILE, modelName" if tag == "compute" else "")
+        sel = m
+        by = POD_BY + (", GPU_I_PROFILE, modelName" if tag == "compute" else "")
         out[tag + "_exists"] = "count(max_over_time(%s[%s]))" % (m, w)
         out[tag + "_peak"] = "max by (%s) (max_over_time(%s[%s]))" % (by, sel, w)
         out[tag + "_p95"] = "max by (%s) (quantile_over_time(0.95, %s[%s]))" % (by, sel, w)
-    sel = '%s{pod!=""}' % memory_metric
-    out["samples"] = "sum by (namespace, pod) (count_over_time(%s[%s]))" % (sel, w)
-    out["first"] = "min by (namespace, pod) (min_over_time(timestamp(%s)[%s:%s]))" % (sel, w, s)
+    out["samples"] = "sum by (%s) (count_over_time(%s[%s]))" % (POD_BY, memory_metric, w)
+    out["first"] = "min by (%s) (min_over_time(timestamp(%s)[%s:%s]))" % (POD_BY, memory_metric, w, s)
     return out
 
 
@@ -92,7 +94,13 @@ def _pod_index(pods):
 def _by_item(rows, keys, pods):
     out = {}
     for r in rows:
-        ns, pod = r["metric"].get("namespace", ""), r["metric"].get("pod", "")
+        lab = r["metric"]
+        if lab.get("exported_pod"):
+            ns, pod = lab.get("exported_namespace", ""), lab["exported_pod"]
+        else:
+            ns, pod = lab.get("namespace", ""), lab.get("pod", "")
+        if not pod:
+            continue  # an idle device
         info = pods.get((ns, pod), {})
         key = workloads.item_for_pod(ns, pod, keys, info.get("labels"), info.get("owner"))
         if key is not None:

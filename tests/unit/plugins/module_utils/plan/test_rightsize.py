@@ -38,7 +38,8 @@ def series_vectors(series, missing=()):
         metric = "compute" if ("ENGINE_ACTIVE" in q or "GPU_UTIL" in q) else "mem"
         out = {}
         for s in series:
-            labels = {"namespace": s["namespace"], "pod": s["pod"]}
+            labels = ({"exported_namespace": s["namespace"], "exported_pod": s["pod"], "namespace": "gpu-monitoring",
+                       "pod": "dcgm-exporter-x"} if s.get("scraped") else {"namespace": s["namespace"], "pod": s["pod"]})
             if metric == "compute" and "GPU_I_PROFILE" in q:
                 labels.update(GPU_I_PROFILE=s.get("profile"), modelName=s.get("model", "NVIDIA A100-SXM4-80GB"))
                 labels = dict((k, v) for k, v in labels.items() if v is not None)
@@ -182,8 +183,15 @@ def test_a_missing_metric_is_an_error_naming_it(fake):
 
 def test_queries_are_one_per_statistic_fleet_wide():
     qs = rightsize.queries("DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 7 * 86400, 300)
-    assert qs["memory_peak"] == 'max by (namespace, pod) (max_over_time(DCGM_FI_DEV_FB_USED{pod!=""}[604800s]))'
-    assert qs["first"] == 'min by (namespace, pod) (min_over_time(timestamp(DCGM_FI_DEV_FB_USED{pod!=""})[604800s:300s]))'
+    by = "exported_namespace, exported_pod, namespace, pod"
+    assert qs["memory_peak"] == "max by (%s) (max_over_time(DCGM_FI_DEV_FB_USED[604800s]))" % by
+    assert qs["first"] == "min by (%s) (min_over_time(timestamp(DCGM_FI_DEV_FB_USED)[604800s:300s]))" % by
+
+
+def test_series_scraped_through_a_service_monitor_use_the_exported_pod_labels(fake):
+    series = [dict(s, scraped=True) for s in _pods([8.0] * 20)]
+    it = run(fake, series, [_item()], plan=_plan("a100_80gb", "3g.40gb"))["items"][0]
+    assert it["observed"]["memory_gb_peak"] == 8.0 and it["after"]["profile"] == "1g.10gb"
 
 
 def test_run_writes_demand_out_once_and_never_in_check_mode(fake, tmp_path):
