@@ -68,10 +68,9 @@ options:
     type: float
     default: 20
   memory_metric:
-    description: The memory series (MiB).
+    description: The memory series, MiB per device (dcgm-exporter's, or a recording rule with the same labels).
     type: str
     default: DCGM_FI_DEV_FB_USED
-    choices: [DCGM_FI_DEV_FB_USED]
   compute_metric:
     description:
       - The compute series - C(DCGM_FI_PROF_GR_ENGINE_ACTIVE) (0-1 of the device, also per MIG device, scaled to a
@@ -172,7 +171,7 @@ def main():
             step=dict(type="str", default="5m"),
             min_history=dict(type="str", default="24h"),
             headroom_pct=dict(type="float", default=20),
-            memory_metric=dict(type="str", default="DCGM_FI_DEV_FB_USED", choices=["DCGM_FI_DEV_FB_USED"]),
+            memory_metric=dict(type="str", default="DCGM_FI_DEV_FB_USED"),
             compute_metric=dict(type="str", default="DCGM_FI_PROF_GR_ENGINE_ACTIVE",
                                 choices=["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]),
             demand=dict(type="list", elements="dict"),

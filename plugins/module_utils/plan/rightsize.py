@@ -33,7 +33,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import workloads
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import parse_demand
 
-MEMORY_METRICS = (dcgm.FB_USED,)
+_METRIC_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 COMPUTE_METRICS = (dcgm.ENGINE_ACTIVE, dcgm.GPU_UTIL)
 MIB_PER_GB = 1024.0
 # dcgm-exporter's own pod labels; scraped through a ServiceMonitor (honorLabels false) Prometheus renames them
@@ -145,7 +145,10 @@ def rightsize(client, params, now=None):
     p = dict(params)
     demand = p.get("demand")
     items = parse_demand(demand)  # the planner's own validation: errors name the valid keys and values
-    memory_metric = choice(p.get("memory_metric") or dcgm.FB_USED, MEMORY_METRICS, "memory_metric")
+    memory_metric = str(p.get("memory_metric") or dcgm.FB_USED)
+    if not _METRIC_RE.match(memory_metric):
+        raise GpuOpsError("memory_metric %r is not a Prometheus metric name (e.g. %s, or a recording rule's name in "
+                          "MiB per device)" % (memory_metric, dcgm.FB_USED))
     compute_metric = choice(p.get("compute_metric") or dcgm.ENGINE_ACTIVE, COMPUTE_METRICS, "compute_metric")
     window_s = duration_s(p.get("window") or "7d", "window")
     step_s = duration_s(p.get("step") or "5m", "step")

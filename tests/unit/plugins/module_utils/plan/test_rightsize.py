@@ -181,6 +181,12 @@ def test_a_missing_metric_is_an_error_naming_it(fake):
     assert "no series of DCGM_FI_PROF_GR_ENGINE_ACTIVE" in e.value.msg and fake.url in e.value.msg
 
 
+def test_a_bad_memory_metric_name(fake):
+    with pytest.raises(GpuOpsError) as e:
+        run(fake, _pods([8.0] * 20), [_item()], memory_metric="fb used")
+    assert "is not a Prometheus metric name" in e.value.msg
+
+
 def test_queries_are_one_per_statistic_fleet_wide():
     qs = rightsize.queries("DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 7 * 86400, 300)
     by = "exported_namespace, exported_pod, namespace, pod"
