@@ -11,13 +11,14 @@ and what went wrong: connection refused, a name that does not resolve, an HTTP s
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import ssl
 import urllib.error
 import urllib.parse
-import urllib.request
 
+from ansible.module_utils.urls import SSLValidationError, open_url
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)$")
@@ -53,29 +54,25 @@ class Prometheus(object):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout_s = float(timeout_s)
-        self.context = None
-        if parsed.scheme == "https":
-            if not validate_certs:
-                self.context = ssl.create_default_context()
-                self.context.check_hostname = False
-                self.context.verify_mode = ssl.CERT_NONE
-            else:
-                try:
-                    self.context = ssl.create_default_context(cafile=ca_path or None)
-                except (OSError, ssl.SSLError) as e:
-                    raise GpuOpsError("ca_path %s cannot be read as a CA file: %s" % (ca_path, e), url=self.url)
+        self.validate_certs = bool(validate_certs)
+        self.ca_path = ca_path or None
+        if self.ca_path and not os.path.isfile(self.ca_path):
+            raise GpuOpsError("ca_path %s is not a file" % self.ca_path, url=self.url)
 
     def _get(self, path, params=None):
         full = self.url + path + ("?" + urllib.parse.urlencode(params) if params else "")
-        req = urllib.request.Request(full, headers={"Accept": "application/json"})
+        headers = {"Accept": "application/json"}
         if self.token:
-            req.add_header("Authorization", "Bearer %s" % self.token)
+            headers["Authorization"] = "Bearer %s" % self.token
         where = "Prometheus at %s (%s)" % (self.url, path)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self.context) as r:
-                status, body = r.status, r.read()
+            r = open_url(full, headers=headers, validate_certs=self.validate_certs, ca_path=self.ca_path,
+                         timeout=self.timeout_s, follow_redirects="safe")
+            status, body = r.status, r.read()
         except urllib.error.HTTPError as e:
             status, body = e.code, e.read()
+        except SSLValidationError as e:
+            raise GpuOpsError("%s: TLS failed (%s; set ca_path, or validate_certs: false)" % (where, e), url=self.url)
         except urllib.error.URLError as e:
             reason = e.reason
             if isinstance(reason, ConnectionRefusedError):
@@ -105,8 +102,8 @@ class Prometheus(object):
             raise GpuOpsError("%s: HTTP %d (%s); this is not a Prometheus API, or not its base URL"
                               % (where, status, _snippet(body)), url=self.url, http_status=status)
         if doc["status"] == "error" or status != 200:
-            raise GpuOpsError("%s: HTTP %d, Prometheus says: %s: %s" % (where, status, doc.get("errorType", "error"),
-                                                                         doc.get("error", "")),
+            raise GpuOpsError("%s: HTTP %d, Prometheus says: %s: %s"
+                              % (where, status, doc.get("errorType", "error"), doc.get("error", "")),
                               url=self.url, http_status=status)
         return doc.get("data")
 
@@ -129,8 +126,8 @@ class Prometheus(object):
 
     def query_range(self, promql, start, end, step):
         """A range query: ``[{metric: {labels}, values: [(t, float)]}]``."""
-        data = self._get("/api/v1/query_range", {"query": promql, "start": "%.3f" % start, "end": "%.3f" % end,
-                                                  "step": str(step)})
+        params = {"query": promql, "start": "%.3f" % start, "end": "%.3f" % end, "step": str(step)}
+        data = self._get("/api/v1/query_range", params)
         return [{"metric": s.get("metric") or {}, "values": [(float(t), _float(v)) for t, v in s.get("values") or []]}
                 for s in _result(data, "matrix", self.url)]
 

@@ -86,8 +86,8 @@ def _pod_index(pods):
             owner = {"kind": refs[0].get("kind"), "name": refs[0].get("name")}
         elif p.get("owner"):
             owner = p["owner"]
-        out[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = {"labels": meta.get("labels") or {},
-                                                                          "owner": owner}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        out[key] = {"labels": meta.get("labels") or {}, "owner": owner}
     return out
 
 
@@ -191,9 +191,9 @@ def rightsize(client, params, now=None):
         mem_rows = grouped["memory_peak"].get(key)
         new = dict(raw)
         if not mem_rows:
+            what = (memory_metric, prom_duration(window_s), it.tenant, it.name, workloads.ITEM_LABEL, it.name)
             entry["reason"] = ("no %s series of its pods in the last %s (pods of namespace %s whose workload is %s, or "
-                               "labelled %s=%s): left unchanged" % (memory_metric, prom_duration(window_s), it.tenant,
-                                                                    it.name, workloads.ITEM_LABEL, it.name))
+                               "labelled %s=%s): left unchanged" % what)
         else:
             obs = _observed(grouped, key, compute_metric, now)
             entry["observed"] = obs
