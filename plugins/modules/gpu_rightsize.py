@@ -121,7 +121,7 @@ EXAMPLES = r"""
   gpuops.k8s.gpu_plan:
     nodes: "{{ nodes }}"
     demand: "{{ rs.demand }}"
-    current_configs: "{{ last_plan.mig_parted_config['mig-configs'] }}"
+    current_configs: "{{ last_plan.mig_parted_config }}"
 """
 
 RETURN = r"""

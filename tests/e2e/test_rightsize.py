@@ -3,7 +3,8 @@ slices of kwok A100 80GB nodes and never use more than 9 GB (the simulated DCGM 
 Prometheus -> gpuops.k8s.gpu_rightsize (ansible-playbook) recommends 1g.10gb and writes a demand file; gpu_plan with
 current_configs on that file needs fewer GPUs. A bad URL and a missing metric fail with clear errors.
 
-The test cannot wait 24 h: it uses window 5m and min_history 20s (the rule is the same; only the durations shrink).
+The test cannot wait 24 h: it uses window 5m and min_history 20s (the rule is the same; only the durations shrink),
+and headroom 10 % (a 7-9 GB saw-tooth has a p95 near 9 GB: +20 % would need 10.7 GB, a 1g.20gb).
 """
 import json
 import os
@@ -38,13 +39,14 @@ PLAYBOOK = """\
         window: 5m
         step: 2s
         min_history: 20s
+        headroom_pct: 10
         demand_out: "{{ out }}"
       register: rs
     - name: Replan
       gpuops.k8s.gpu_plan:
         nodes: "{{ nodes }}"
         demand: "{{ (lookup('ansible.builtin.file', out) | from_yaml).demand }}"
-        current_configs: "{{ plan1.plan.mig_parted_config['mig-configs'] }}"
+        current_configs: "{{ plan1.plan.mig_parted_config }}"
         bound: false
       register: plan2
     - name: Bad URL
@@ -118,6 +120,7 @@ def test_rightsize_frees_gpus_and_errors_are_clear(k8s_cluster, lab, namespace):
         written = yaml.safe_load(f)
     assert written["demand"][0]["memory_gb"] == item["after"]["memory_gb"] <= 10
     before, after = res["Plan"]["plan"]["summary"]["gpus_used"], res["Replan"]["plan"]["summary"]["gpus_used"]
+    print("rightsize e2e: %s; GPUs used %d -> %d" % (item["reason"], before, after))
     assert (before, after) == (2, 1), (before, after)  # 4 x 3g.40gb take two A100s; 4 x 1g.10gb fit on one
     bad = res["Bad URL"]
     assert bad["failed"] and "not a Prometheus API" in bad["msg"] and "/nothing-here" in bad["msg"], bad["msg"]
