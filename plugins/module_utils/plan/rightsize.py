@@ -209,8 +209,8 @@ def rightsize(client, params, now=None):
                     compute = round(min(1.0, max(0.01, _ceil(obs["compute_p95"] * (1 + headroom / 100.0), 0.01))), 2)
                     ctext = "; compute p95 %.2f +%g %% = %.2f of a GPU" % (obs["compute_p95"], headroom, compute)
                 elif compute_metric == dcgm.GPU_UTIL and obs["compute_p95"] is None:
-                    ctext = "; compute unknown (%s is always 0 on MIG devices; use %s)" % (dcgm.GPU_UTIL,
-                                                                                          dcgm.ENGINE_ACTIVE)
+                    ctext = "; compute unknown (%s is always 0 on MIG devices; use %s)" % (
+                        dcgm.GPU_UTIL, dcgm.ENGINE_ACTIVE)
                 was, becomes = _sizing_text(model, memory_gb, compute, current)
                 text = ("%s -> %s: p95 %.1f GB, peak %.1f GB, +%g %% headroom = %.1f GB, never below the peak: "
                         "memory_gb %s -> %s%s (%d samples, %.1f h)"
