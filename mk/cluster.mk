@@ -21,7 +21,7 @@ TEST_TARGETS += e2e
 # make e2e needs every optional component too (Kueue, the metric path): none of their tests may skip
 E2E_COMPONENTS := kueue prometheus metrics-standin
 # the e2e tests that need them (Kueue; Prometheus and the stand-in: the metric path and act 5 of the demo)
-E2E_OPTIONAL_TESTS := tests/e2e/test_queueing_dra.py tests/e2e/test_autoscaling_metrics.py tests/e2e/test_demo.py
+E2E_OPTIONAL_TESTS := tests/e2e/test_queueing_dra.py tests/e2e/test_autoscaling_metrics.py tests/e2e/test_demo.py tests/e2e/test_rightsize.py
 CLUSTER_PY = $(VENV)/bin/python tests/e2e/lib/cluster.py
 
 k8s-build:

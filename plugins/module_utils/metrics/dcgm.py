@@ -108,12 +108,14 @@ def _labels(labels):
     return ",".join('%s="%s"' % (k, _escape(labels[k])) for k in LABEL_ORDER if labels.get(k) is not None)
 
 
-def render(node, devices, alloc, utilisation, model="NVIDIA GPU", fields=None):
+def render(node, devices, alloc, utilisation, model="NVIDIA GPU", fields=None, memory=None):
     """dcgm-exporter's exposition text for one node.
 
     ``utilisation(owner)`` returns the activity 0-100 (percent) of the device's pod (``owner`` is the
     allocation entry, ``None`` for an idle device). MIG devices report ``DCGM_FI_DEV_GPU_UTIL`` 0, as
     the real exporter does; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` is the 0-1 ratio on every device.
+    ``memory(owner)``, when given, returns the framebuffer MiB the device's pod uses (None: derived from the
+    activity), capped at the device's memory.
     """
     fields = list(fields or (GPU_UTIL, ENGINE_ACTIVE, FB_USED, FB_FREE))
     unknown = [f for f in fields if f not in FIELDS]
@@ -134,6 +136,9 @@ def render(node, devices, alloc, utilisation, model="NVIDIA GPU", fields=None):
             labels.update({"container": owner.get("container") or "", "namespace": owner["namespace"],
                            "pod": owner["pod"]})
         used = int(d["memory_mib"] * (0.1 + 0.8 * util / 100.0)) if owner else 0
+        fb = memory(owner) if (owner and memory is not None) else None
+        if fb is not None:
+            used = max(0, min(d["memory_mib"], int(fb)))
         values = {GPU_UTIL: 0 if d["profile"] else int(round(util)), ENGINE_ACTIVE: round(util / 100.0, 6),
                   FB_USED: used, FB_FREE: d["memory_mib"] - used}
         rows.append((labels, values))

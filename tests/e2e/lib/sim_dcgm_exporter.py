@@ -12,11 +12,14 @@ dcgm-exporter's exposition per node (plugins/module_utils/metrics/dcgm.py):
     GET /nodes/<node>/metrics   DCGM_FI_DEV_GPU_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_FB_USED/FREE
     GET /workload/metrics       the workloads' own request_latency_seconds histograms (namespace, pod labels)
     PUT /load                   the load a test drives: {"rules": [{"namespace", "pod_prefix", "gpu": 0-100,
-                                "latency": seconds, "curve": [[seconds, gpu], ...]}], "default": 0-100}
+                                "latency": seconds, "curve": [[seconds, gpu], ...], "fb_used_mib": MiB,
+                                "fb_curve": [[seconds, MiB], ...]}], "default": 0-100}
     GET /load, GET /allocations the current load rules and the pod -> device map
 
 The first matching rule (namespace, pod name prefix) gives a busy device its activity; ``curve`` is a
-load curve interpolated linearly over the seconds since the PUT. Prometheus finds one target per node in
+load curve interpolated linearly over the seconds since the PUT. ``fb_used_mib`` / ``fb_curve`` (same
+interpolation) set the framebuffer a matching pod's device uses (DCGM_FI_DEV_FB_USED, capped at the device's
+memory); without them it follows the activity (10 % + 80 % x activity of the device's memory), as before. Prometheus finds one target per node in
 the file_sd file this process keeps (``--targets-file``), labelled as the dcgm_exporter role's
 ServiceMonitor would label them (plugins/module_utils/metrics/scrape.py).
 """
@@ -55,23 +58,34 @@ class State(object):
                 return r
         return None
 
+    def _curve(self, curve):
+        t = time.time() - self.load_since
+        pts = sorted((float(a), float(b)) for a, b in curve)
+        if t <= pts[0][0]:
+            return pts[0][1]
+        for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
+            if t0 <= t <= t1:
+                return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+        return pts[-1][1]
+
     def gpu(self, owner):
         if not owner:
             return 0
         r = self.rule_for(owner["namespace"], owner["pod"])
         if r is None:
             return float(self.load.get("default", 0))
-        curve = r.get("curve")
-        if curve:
-            t = time.time() - self.load_since
-            pts = sorted((float(a), float(b)) for a, b in curve)
-            if t <= pts[0][0]:
-                return pts[0][1]
-            for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
-                if t0 <= t <= t1:
-                    return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
-            return pts[-1][1]
+        if r.get("curve"):
+            return self._curve(r["curve"])
         return float(r.get("gpu", self.load.get("default", 0)))
+
+    def fb_used(self, owner):
+        """The framebuffer MiB a rule sets for the owner's device, or None (then it follows the activity)."""
+        r = self.rule_for(owner["namespace"], owner["pod"]) if owner else None
+        if r is None:
+            return None
+        if r.get("fb_curve"):
+            return self._curve(r["fb_curve"])
+        return float(r["fb_used_mib"]) if r.get("fb_used_mib") is not None else None
 
 
 def _pod_entry(p):
@@ -187,7 +201,7 @@ def make_handler(state):
                     if node is None:
                         return self._send(404, "unknown node %s\n" % parts[1])
                     text = dcgm.render(parts[1], node["devices"], state.alloc.get(parts[1], {}), state.gpu,
-                                       model=node["model"])
+                                       model=node["model"], memory=state.fb_used)
                 return self._send(200, text)
             return self._send(404, "not found\n")
 
@@ -200,6 +214,9 @@ def make_handler(state):
                     for v in [r.get("gpu", 0)] + [b for a, b in r.get("curve") or []]:
                         if not 0 <= float(v) <= 100:
                             raise ValueError("gpu load %r is outside 0-100" % v)
+                    for v in [r.get("fb_used_mib") or 0] + [b for a, b in r.get("fb_curve") or []]:
+                        if float(v) < 0:
+                            raise ValueError("fb_used_mib %r is negative" % v)
             except (ValueError, TypeError, AttributeError) as e:
                 return self._send(400, "bad load: %s\n" % e)
             with state.lock:

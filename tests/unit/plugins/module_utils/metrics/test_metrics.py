@@ -52,6 +52,16 @@ def test_render_is_dcgm_exporter_exposition():
     assert text.index("# HELP DCGM_FI_DEV_GPU_UTIL") < text.index("# TYPE DCGM_FI_DEV_GPU_UTIL gauge")
 
 
+def test_render_memory_callback_sets_fb_used_capped_at_the_device():
+    devs = dcgm.node_devices("n1", CAP, 2)
+    alloc = dcgm.allocate(devs, [{"namespace": "t", "name": "a", "container": "srv",
+                                  "requests": {"nvidia.com/mig-1g.10gb": 2}}])
+    sizes = iter([9216, 99999])
+    text = dcgm.render("n1", devs, alloc, lambda owner: 50 if owner else 0, memory=lambda owner: next(sizes))
+    used = [v for n, lab, v in dcgm.parse(text)["samples"] if n == dcgm.FB_USED and lab.get("pod") == "a"]
+    assert used == [9216, 10240]
+
+
 def test_render_full_gpu_reports_gpu_util_and_rejects_bad_values():
     devs = dcgm.node_devices("n2", {"nvidia.com/gpu": "2"}, 2)
     alloc = dcgm.allocate(devs, [{"namespace": "t", "name": "a", "requests": {"nvidia.com/gpu": 1}}])

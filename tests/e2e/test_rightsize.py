@@ -1,0 +1,129 @@
+"""Right-sizing from measured use on the real metric path (docs/rightsize.md): a tenant's pods hold mig-3g.40gb
+slices of kwok A100 80GB nodes and never use more than 9 GB (the simulated DCGM exporter's fb_curve) -> the real
+Prometheus -> gpuops.k8s.gpu_rightsize (ansible-playbook) recommends 1g.10gb and writes a demand file; gpu_plan with
+current_configs on that file needs fewer GPUs. A bad URL and a missing metric fail with clear errors.
+
+The test cannot wait 24 h: it uses window 5m and min_history 20s (the rule is the same; only the durations shrink),
+and headroom 10 % (a 7-9 GB saw-tooth has a p95 near 9 GB: +20 % would need 10.7 GB, a 1g.20gb).
+"""
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client
+
+from lib import cluster as cluster_lib
+from lib import gpu_nodes, metrics_lab
+from lib.wait import nodes_schedulable, wait_for
+
+SLICE = "nvidia.com/mig-3g.40gb"
+PLAYBOOK = """\
+- name: Right-size and re-plan
+  hosts: localhost
+  gather_facts: false
+  vars:
+    ansible_connection: local
+  tasks:
+    - name: Plan
+      gpuops.k8s.gpu_plan: {nodes: "{{ nodes }}", demand: "{{ demand }}", bound: false}
+      register: plan1
+    - name: Rightsize
+      gpuops.k8s.gpu_rightsize:
+        prometheus_url: "{{ url }}"
+        demand: "{{ demand }}"
+        plan: "{{ plan1.plan }}"
+        window: 5m
+        step: 2s
+        min_history: 20s
+        headroom_pct: 10
+        demand_out: "{{ out }}"
+      register: rs
+    - name: Replan
+      gpuops.k8s.gpu_plan:
+        nodes: "{{ nodes }}"
+        demand: "{{ (lookup('ansible.builtin.file', out) | from_yaml).demand }}"
+        current_configs: "{{ plan1.plan.mig_parted_config }}"
+        bound: false
+      register: plan2
+    - name: Bad URL
+      gpuops.k8s.gpu_rightsize: {prometheus_url: "{{ url }}/nothing-here", demand: "{{ demand }}", demand_out: "{{ out }}.bad"}
+      ignore_errors: true
+    - name: Missing metric
+      gpuops.k8s.gpu_rightsize: {prometheus_url: "{{ url }}", demand: "{{ demand }}", memory_metric: DCGM_FI_DEV_FB_RESERVED,
+                                 window: 5m, demand_out: "{{ out }}.bad"}
+      ignore_errors: true
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(k8s_cluster, tmp_path_factory):
+    u = uuid.uuid4().hex[:6]
+    core = k8s_cluster.core
+    sel = {"e2e-rightsize": u}
+    nodes = ["e2e-rs-a100-%d-%s" % (i, u) for i in range(2)]
+    for n in nodes:
+        gpu_nodes.ensure_node(core, n, gpus=[{"model": "a100_80gb", "count": 1}], mig_strategy="mixed",
+                              mig_config={"3g.40gb": 2}, labels=sel)
+    nodes_schedulable(core, "e2e-rightsize=" + u, 2)
+    m = metrics_lab.MetricsLab(cluster_lib.LocalCluster(k8s_cluster.state_dir), scrape_interval="2s")
+    try:
+        m.start_exporter(str(tmp_path_factory.mktemp("rs-render")))
+        m.start_serving()
+        yield {"lab": m, "sel": sel, "nodes": nodes, "tmp": tmp_path_factory.mktemp("rs")}
+    finally:
+        m.stop()
+        for n in nodes:
+            gpu_nodes.delete_node(core, n)
+
+
+def test_rightsize_frees_gpus_and_errors_are_clear(k8s_cluster, lab, namespace):
+    apps = client.AppsV1Api(k8s_cluster.api_client())
+    name = "embedder"
+    apps.create_namespaced_deployment(namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"nodeSelector": lab["sel"], "terminationGracePeriodSeconds": 0,
+                                       "containers": [{"name": "server", "image": "registry.k8s.io/pause:3.10",
+                                                       "resources": {"limits": {SLICE: "1"}, "requests": {SLICE: "1"}}}]}}}})
+    # 7-9 GB used per slice: a saw-tooth over 30 s
+    lab["lab"].put_load({"rules": [{"namespace": namespace, "pod_prefix": name + "-", "gpu": 30,
+                                    "fb_curve": [[0, 7168], [15, 9216], [30, 7168], [45, 9216], [600, 9216]]}]})
+    q = 'count_over_time(DCGM_FI_DEV_FB_USED{exported_namespace="%s"}[5m])' % namespace
+    wait_for(lambda: len([r for r in lab["lab"].query(q) if float(r["value"][1]) >= 15]) == 4 or None, timeout=90,
+             what="30 s of framebuffer samples of the 4 pods in Prometheus")
+    nodes = [{"name": n, "gpus": [{"model": "a100_80gb", "count": 1}], "current": {"3g.40gb": 2}} for n in lab["nodes"]]
+    demand = [{"tenant": namespace, "name": name, "replicas": 4, "memory_gb": 40, "kind": "inference",
+               "isolation": "strict"}]
+    tmp = lab["tmp"]
+    out = str(tmp / "demand-rightsized.yml")
+    play = tmp / "rs.yml"
+    play.write_text(PLAYBOOK)
+    varfile = tmp / "vars.json"
+    varfile.write_text(json.dumps({"nodes": nodes, "demand": demand, "url": lab["lab"].prometheus_url, "out": out}))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           str(play), "-e", "@" + str(varfile), "-e", "ansible_python_interpreter=" + sys.executable],
+                          cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    res = dict((t["task"]["name"], t["hosts"]["localhost"]) for p in json.loads(proc.stdout)["plays"] for t in p["tasks"])
+    item = res["Rightsize"]["items"][0]
+    assert 8.5 <= item["observed"]["memory_gb_peak"] <= 9.0, item
+    assert item["after"]["profile"] == "1g.10gb" and item["before"]["profile"] == "3g.40gb", item["reason"]
+    assert res["Rightsize"]["changes"][0]["field"] == "memory_gb" and res["Rightsize"]["changes"][0]["before"] == 40
+    with open(out) as f:
+        written = yaml.safe_load(f)
+    assert written["demand"][0]["memory_gb"] == item["after"]["memory_gb"] <= 10
+    before, after = res["Plan"]["plan"]["summary"]["gpus_used"], res["Replan"]["plan"]["summary"]["gpus_used"]
+    print("rightsize e2e: %s; GPUs used %d -> %d" % (item["reason"], before, after))
+    assert (before, after) == (2, 1), (before, after)  # 4 x 3g.40gb take two A100s; 4 x 1g.10gb fit on one
+    bad = res["Bad URL"]
+    assert bad["failed"] and "not a Prometheus API" in bad["msg"] and "/nothing-here" in bad["msg"], bad["msg"]
+    missing = res["Missing metric"]
+    assert missing["failed"] and "no series of DCGM_FI_DEV_FB_RESERVED" in missing["msg"], missing["msg"]
+    assert not os.path.exists(out + ".bad")

@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+"""plan/rightsize.py: peak / p95 / headroom, the profile per model, the history and never-below-peak rules, and the
+error paths, through the real Prometheus client against a local http.server with canned answers."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "metrics"))
+from fake_prometheus import FakePrometheus  # noqa: E402
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import prometheus as prom  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import rightsize  # noqa: E402
+
+NOW = 1_000_000.0
+GIB = 1024.0
+
+
+def _p95(values):
+    """Prometheus' quantile_over_time (linear interpolation between ranks)."""
+    v = sorted(values)
+    rank = 0.95 * (len(v) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (rank - lo)
+
+
+def series_vectors(series, missing=()):
+    """A fake Prometheus that evaluates gpu_rightsize's queries over ``series``:
+    ``[{namespace, pod, profile?, model?, mem: [MiB...], compute: [...], first: ts}]``."""
+    def vectors(q):
+        for m in missing:
+            if m in q:
+                return []
+        if q.startswith("count("):
+            return [({}, len(series))] if series else []
+        metric = "compute" if ("ENGINE_ACTIVE" in q or "GPU_UTIL" in q) else "mem"
+        out = {}
+        for s in series:
+            labels = ({"exported_namespace": s["namespace"], "exported_pod": s["pod"], "namespace": "gpu-monitoring",
+                       "pod": "dcgm-exporter-x"} if s.get("scraped") else {"namespace": s["namespace"], "pod": s["pod"]})
+            if metric == "compute" and "GPU_I_PROFILE" in q:
+                labels.update(GPU_I_PROFILE=s.get("profile"), modelName=s.get("model", "NVIDIA A100-SXM4-80GB"))
+                labels = dict((k, v) for k, v in labels.items() if v is not None)
+            vals = s[metric]
+            if "quantile_over_time" in q:
+                v = _p95(vals)
+            elif "max_over_time" in q:
+                v = max(vals)
+            elif "count_over_time" in q:
+                v = len(vals)
+            elif "timestamp" in q:
+                v = s["first"]
+            else:
+                raise AssertionError(q)
+            key = tuple(sorted(labels.items()))
+            prev = out.get(key)
+            if prev is None:
+                out[key] = v
+            elif "sum by" in q:
+                out[key] = prev + v
+            elif "min by" in q:
+                out[key] = min(prev, v)
+            else:
+                out[key] = max(prev, v)
+        return [(dict(k), v) for k, v in out.items()]
+    return vectors
+
+
+def _item(name="embedder", memory_gb=40, **kw):
+    return dict({"tenant": "search", "name": name, "replicas": 4, "memory_gb": memory_gb, "kind": "inference",
+                 "isolation": "strict"}, **kw)
+
+
+def _plan(model, profile, name="embedder"):
+    return {"plan": {"decisions": [{"tenant": "search", "name": name, "mode": "mig", "model": model,
+                                    "resource": "nvidia.com/mig-%s" % profile}]}}
+
+
+def _pods(mem_gb, n=3, first=NOW - 48 * 3600, profile="3g.40gb", compute=0.3, name="embedder"):
+    mem = [v * GIB for v in mem_gb]
+    return [{"namespace": "search", "pod": "%s-7d9c5b6f4-%s" % (name, s), "profile": profile, "mem": mem,
+             "compute": [compute] * len(mem), "first": first} for s in ("x2b4k", "q9z7m", "vw8tn")[:n]]
+
+
+@pytest.fixture
+def fake():
+    f = FakePrometheus()
+    yield f
+    f.stop()
+
+
+def run(fake, series, demand, missing=(), **params):
+    fake.vectors = series_vectors(series, missing)
+    client = prom.Prometheus(fake.url, timeout_s=5)
+    return rightsize.rightsize(client, dict({"demand": demand, "window": "7d", "min_history": "24h"}, **params),
+                               now=NOW)
+
+
+def test_3g40gb_at_9gb_peaks_becomes_1g10gb_on_a100_80gb(fake):
+    mem = [7.0] * 90 + [8.0] * 8 + [8.5, 9.0]  # p95 8.0 GB, peak 9.0 GB
+    out = run(fake, _pods(mem), [_item()], plan=_plan("a100_80gb", "3g.40gb"))
+    it = out["items"][0]
+    assert it["observed"]["memory_gb_peak"] == 9.0 and it["observed"]["memory_gb_p95"] == 8.0
+    assert it["observed"]["samples"] == 300 and it["observed"]["history_h"] == 48.0
+    assert it["after"]["memory_gb"] == 9.6 and it["after"]["profile"] == "1g.10gb" and it["changed"] is True
+    assert it["reason"].startswith("3g.40gb -> 1g.10gb: p95 8.0 GB, peak 9.0 GB, +20 % headroom = 9.6 GB")
+    assert out["demand"][0]["memory_gb"] == 9.6 and out["demand"][0]["replicas"] == 4
+    assert out["changes"] == [{"tenant": "search", "name": "embedder", "field": "memory_gb", "before": 40,
+                               "after": 9.6, "reason": it["reason"]}]
+
+
+def test_never_below_the_peak(fake):
+    mem = [2.0] * 99 + [15.0]  # p95 2 GB, one 15 GB peak: 2.4 GB would lose the peak
+    it = run(fake, _pods(mem), [_item()], plan=_plan("a100_80gb", "3g.40gb"))["items"][0]
+    assert it["after"]["memory_gb"] == 15.0 and it["after"]["profile"] == "1g.20gb"
+
+
+@pytest.mark.parametrize("model,need,profile", [
+    ("a30_24gb", 5.5, "1g.6gb"), ("a30_24gb", 9.6, "2g.12gb"), ("a100_40gb", 4.9, "1g.5gb"),
+    ("a100_40gb", 9.6, "1g.10gb"), ("a100_40gb", 12.0, "3g.20gb"), ("a100_80gb", 9.6, "1g.10gb"), ("a100_80gb", 19.0, "1g.20gb"),
+    ("h100_80gb", 9.6, "1g.10gb"), ("h100_80gb", 30.0, "3g.40gb"), ("h200_141gb", 18.0, "1g.18gb"),
+    ("h200_141gb", 40.0, "3g.71gb"), ("b200_180gb", 22.0, "1g.23gb"), ("b200_180gb", 40.0, "1g.45gb"), ("b200_180gb", 60.0, "3g.90gb"),
+])
+def test_profile_choice_per_model(fake, model, need, profile):
+    peak = need / 1.2
+    it = run(fake, _pods([peak] * 20), [_item(memory_gb=70)], plan=_plan(model, "7g.80gb"))["items"][0]
+    assert it["after"]["memory_gb"] == pytest.approx(need, abs=0.1)
+    assert it["after"]["profile"] == profile, it["reason"]
+
+
+def test_model_without_mig_gets_a_time_slice_share(fake):
+    it = run(fake, _pods([10.0] * 20), [_item(isolation="shared")], models=["NVIDIA L40S"])["items"][0]
+    assert it["model"] == "l40s_48gb" and it["after"]["memory_gb"] == 12.0
+    assert it["after"]["profile"] == "25 % of a l40s_48gb (time-slicing)"
+
+
+def test_headroom_option_and_compute_of_mig_devices(fake):
+    # engine active 0.5 on a 3g.40gb slice of an A100 (7 compute slices) is 0.5 * 3/7 of the GPU
+    it = run(fake, _pods([8.0] * 20, compute=0.5), [_item(compute=0.5)], plan=_plan("a100_80gb", "3g.40gb"),
+             headroom_pct=0)["items"][0]
+    assert it["after"]["memory_gb"] == 8.0
+    assert it["observed"]["compute_p95"] == pytest.approx(0.5 * 3 / 7, abs=1e-4)
+    assert it["after"]["compute"] == 0.22 and it["after"]["profile"] == "2g.20gb"  # 2 of 7 slices hold 0.22
+
+
+def test_gpu_util_is_zero_on_mig_and_says_so(fake):
+    it = run(fake, _pods([8.0] * 20), [_item()], plan=_plan("a100_80gb", "3g.40gb"),
+             compute_metric="DCGM_FI_DEV_GPU_UTIL")["items"][0]
+    assert it["observed"]["compute_p95"] is None and "always 0 on MIG devices" in it["reason"]
+
+
+def test_too_little_history_is_left_unchanged(fake):
+    out = run(fake, _pods([8.0] * 20, first=NOW - 3 * 3600), [_item()], plan=_plan("a100_80gb", "3g.40gb"))
+    it = out["items"][0]
+    assert it["changed"] is False and it["after"] == it["before"] and out["changes"] == []
+    assert it["reason"] == "only 3.00 h of history (min_history 86400s): left unchanged"
+    assert out["demand"] == [_item()]
+
+
+def test_item_without_series_gets_a_reason(fake):
+    out = run(fake, _pods([8.0] * 20), [_item(), _item(name="reranker", memory_gb=18)],
+              plan=_plan("a100_80gb", "3g.40gb"))
+    other = out["items"][1]
+    assert other["observed"] is None and other["changed"] is False
+    assert "no DCGM_FI_DEV_FB_USED series of its pods" in other["reason"] and "workload is reranker" in other["reason"]
+
+
+def test_pods_map_by_their_demand_item_label(fake):
+    series = _pods([8.0] * 20, name="srv")  # pods of workload "srv" labelled as item "embedder"
+    pods = [{"metadata": {"namespace": "search", "name": s["pod"], "labels": {"gpuops.k8s/demand-item": "embedder"}}}
+            for s in series]
+    assert run(fake, series, [_item()])["items"][0]["observed"] is None
+    assert run(fake, series, [_item()], pods=pods)["items"][0]["observed"]["memory_gb_peak"] == 8.0
+
+
+def test_a_missing_metric_is_an_error_naming_it(fake):
+    with pytest.raises(GpuOpsError) as e:
+        run(fake, _pods([8.0] * 20), [_item()], missing=("DCGM_FI_PROF_GR_ENGINE_ACTIVE",))
+    assert "no series of DCGM_FI_PROF_GR_ENGINE_ACTIVE" in e.value.msg and fake.url in e.value.msg
+
+
+def test_a_bad_memory_metric_name(fake):
+    with pytest.raises(GpuOpsError) as e:
+        run(fake, _pods([8.0] * 20), [_item()], memory_metric="fb used")
+    assert "is not a Prometheus metric name" in e.value.msg
+
+
+def test_queries_are_one_per_statistic_fleet_wide():
+    qs = rightsize.queries("DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 7 * 86400, 300)
+    by = "exported_namespace, exported_pod, namespace, pod"
+    assert qs["memory_peak"] == "max by (%s) (max_over_time(DCGM_FI_DEV_FB_USED[604800s]))" % by
+    assert qs["first"] == "min by (%s) (min_over_time(timestamp(DCGM_FI_DEV_FB_USED)[604800s:300s]))" % by
+
+
+def test_series_scraped_through_a_service_monitor_use_the_exported_pod_labels(fake):
+    series = [dict(s, scraped=True) for s in _pods([8.0] * 20)]
+    it = run(fake, series, [_item()], plan=_plan("a100_80gb", "3g.40gb"))["items"][0]
+    assert it["observed"]["memory_gb_peak"] == 8.0 and it["after"]["profile"] == "1g.10gb"
+
+
+def test_run_writes_demand_out_once_and_never_in_check_mode(fake, tmp_path):
+    fake.vectors = series_vectors(_pods([8.0] * 20))
+    out_file = tmp_path / "demand.yml"
+    params = {"prometheus_url": fake.url, "demand": [_item()], "demand_out": str(out_file), "window": "7d",
+              "min_history": "1m", "plan": _plan("a100_80gb", "3g.40gb")}
+    check = rightsize.run(params, check_mode=True, diff=True)
+    assert check["changed"] is True and not out_file.exists() and "memory_gb: 9.6" in check["diff"]["after"]
+    first = rightsize.run(params)
+    assert first["changed"] is True and rightsize.load_demand_file(str(out_file)) == first["demand"]
+    assert rightsize.run(params)["changed"] is False
+    with pytest.raises(GpuOpsError):
+        rightsize.run(dict(params, prometheus_url="http://127.0.0.1:1", demand_out=str(tmp_path / "x.yml")))
+    assert not (tmp_path / "x.yml").exists()
