@@ -14,15 +14,13 @@ import json
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
 import yaml
 from kubernetes import client
 
-from lib import cluster as cluster_lib
-from lib import gpu_nodes, metrics_lab, playbook
-from lib.wait import nodes_schedulable, wait_for
+from lib import metrics_lab, playbook
+from lib.wait import wait_for
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLICE = "nvidia.com/mig-1g.10gb"
@@ -53,23 +51,8 @@ def deployment(name, replicas, node_selector):
 
 @pytest.fixture(scope="module")
 def lab(k8s_cluster, tmp_path_factory):
-    u = uuid.uuid4().hex[:6]
-    core = k8s_cluster.core
-    sel = {"e2e-metrics": u}
-    nodes = ["e2e-metrics-a100-%d-%s" % (i, u) for i in range(2)]
-    for n in nodes:
-        gpu_nodes.ensure_node(core, n, gpus=[{"model": "a100_80gb", "count": 1}], mig_strategy="mixed",
-                              mig_config={"1g.10gb": 7}, labels=sel)
-    nodes_schedulable(core, "e2e-metrics=" + u, 2)
-    local = cluster_lib.LocalCluster(k8s_cluster.state_dir)
-    m = metrics_lab.MetricsLab(local, scrape_interval="2s")
-    try:
-        m.start(render_dir=str(tmp_path_factory.mktemp("metrics-render")))
-        yield {"lab": m, "sel": sel, "nodes": nodes, "u": u, "tmp": tmp_path_factory.mktemp("hpa")}
-    finally:
-        m.stop()
-        for n in nodes:
-            gpu_nodes.delete_node(core, n)
+    with metrics_lab.kwok_lab(k8s_cluster, tmp_path_factory, "metrics", {"1g.10gb": 7}) as lab:
+        yield lab
 
 
 @pytest.fixture

@@ -6,27 +6,17 @@ current_configs on that file needs fewer GPUs. A bad URL and a missing metric fa
 The test cannot wait 24 h: it uses window 5m and min_history 20s (the rule is the same; only the durations shrink),
 and headroom 10 % (a 7-9 GB saw-tooth has a p95 near 9 GB: +20 % would need 10.7 GB, a 1g.20gb).
 """
-import json
 import os
-import subprocess
-import sys
-import uuid
 
 import pytest
 import yaml
 from kubernetes import client
 
-from lib import cluster as cluster_lib
-from lib import gpu_nodes, metrics_lab
-from lib.wait import nodes_schedulable, wait_for
+from lib import metrics_lab, playbook
+from lib.wait import wait_for
 
 SLICE = "nvidia.com/mig-3g.40gb"
-PLAYBOOK = """\
-- name: Right-size and re-plan
-  hosts: localhost
-  gather_facts: false
-  vars:
-    ansible_connection: local
+PLAYBOOK = playbook.localhost_yaml("Right-size and re-plan", """\
   tasks:
     - name: Plan
       gpuops.k8s.gpu_plan: {nodes: "{{ nodes }}", demand: "{{ demand }}", bound: false}
@@ -56,28 +46,13 @@ PLAYBOOK = """\
       gpuops.k8s.gpu_rightsize: {prometheus_url: "{{ url }}", demand: "{{ demand }}", memory_metric: DCGM_FI_DEV_FB_RESERVED,
                                  window: 5m, demand_out: "{{ out }}.bad"}
       ignore_errors: true
-"""
+""")
 
 
 @pytest.fixture(scope="module")
 def lab(k8s_cluster, tmp_path_factory):
-    u = uuid.uuid4().hex[:6]
-    core = k8s_cluster.core
-    sel = {"e2e-rightsize": u}
-    nodes = ["e2e-rs-a100-%d-%s" % (i, u) for i in range(2)]
-    for n in nodes:
-        gpu_nodes.ensure_node(core, n, gpus=[{"model": "a100_80gb", "count": 1}], mig_strategy="mixed",
-                              mig_config={"3g.40gb": 2}, labels=sel)
-    nodes_schedulable(core, "e2e-rightsize=" + u, 2)
-    m = metrics_lab.MetricsLab(cluster_lib.LocalCluster(k8s_cluster.state_dir), scrape_interval="2s")
-    try:
-        m.start_exporter(str(tmp_path_factory.mktemp("rs-render")))
-        m.start_serving()
-        yield {"lab": m, "sel": sel, "nodes": nodes, "tmp": tmp_path_factory.mktemp("rs")}
-    finally:
-        m.stop()
-        for n in nodes:
-            gpu_nodes.delete_node(core, n)
+    with metrics_lab.kwok_lab(k8s_cluster, tmp_path_factory, "rightsize", {"3g.40gb": 2}) as lab:
+        yield lab
 
 
 def test_rightsize_frees_gpus_and_errors_are_clear(k8s_cluster, lab, namespace):
@@ -101,17 +76,9 @@ def test_rightsize_frees_gpus_and_errors_are_clear(k8s_cluster, lab, namespace):
                "isolation": "strict"}]
     tmp = lab["tmp"]
     out = str(tmp / "demand-rightsized.yml")
-    play = tmp / "rs.yml"
-    play.write_text(PLAYBOOK)
-    varfile = tmp / "vars.json"
-    varfile.write_text(json.dumps({"nodes": nodes, "demand": demand, "url": lab["lab"].prometheus_url, "out": out}))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           str(play), "-e", "@" + str(varfile), "-e", "ansible_python_interpreter=" + sys.executable],
-                          cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    res = dict((t["task"]["name"], t["hosts"]["localhost"]) for p in json.loads(proc.stdout)["plays"] for t in p["tasks"])
+    run = playbook.run(playbook.write(tmp, PLAYBOOK), cwd=tmp, timeout=300,
+                       extra_vars={"nodes": nodes, "demand": demand, "url": lab["lab"].prometheus_url, "out": out})
+    res = dict((name, r) for name, r in run.results())
     item = res["Rightsize"]["items"][0]
     assert 8.5 <= item["observed"]["memory_gb_peak"] <= 9.0, item
     assert item["after"]["profile"] == "1g.10gb" and item["before"]["profile"] == "3g.40gb", item["reason"]

@@ -21,6 +21,7 @@
 
 PIDs are recorded as the cluster's helpers, so ``make cluster-down`` stops them.
 """
+import contextlib
 import datetime
 import json
 import os
@@ -30,6 +31,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 
 import yaml
 
@@ -102,6 +104,31 @@ def prometheus_config(service_monitor, targets_file, exporter_port, scrape_inter
                                      "scrape_interval": interval, "scrape_timeout": job["scrape_timeout"],
                                      "metrics_path": "/workload/metrics",
                                      "static_configs": [{"targets": ["127.0.0.1:%d" % exporter_port]}]}]}
+
+
+@contextlib.contextmanager
+def kwok_lab(handle, tmp_path_factory, tag, mig_config):
+    """Two kwok A100 80GB nodes (one GPU each, ``mig_config`` on it, labelled ``e2e-<tag>=<id>``) and the whole metric
+    path on them; yields {lab, sel, nodes, u, tmp}; all is stopped and deleted afterwards. ``handle``: k8s_cluster."""
+    import cluster as cluster_lib  # noqa  (tests/e2e/lib on sys.path)
+    import gpu_nodes  # noqa
+    from wait import nodes_schedulable  # noqa
+    u = uuid.uuid4().hex[:6]
+    core = handle.core
+    sel = {"e2e-" + tag: u}
+    nodes = ["e2e-%s-a100-%d-%s" % (tag, i, u) for i in range(2)]
+    for n in nodes:
+        gpu_nodes.ensure_node(core, n, gpus=[{"model": "a100_80gb", "count": 1}], mig_strategy="mixed",
+                              mig_config=mig_config, labels=sel)
+    nodes_schedulable(core, "e2e-%s=%s" % (tag, u), 2)
+    m = MetricsLab(cluster_lib.LocalCluster(handle.state_dir), scrape_interval="2s")
+    try:
+        m.start(render_dir=str(tmp_path_factory.mktemp(tag + "-render")))
+        yield {"lab": m, "sel": sel, "nodes": nodes, "u": u, "tmp": tmp_path_factory.mktemp(tag)}
+    finally:
+        m.stop()
+        for n in nodes:
+            gpu_nodes.delete_node(core, n)
 
 
 class MetricsLab(object):
