@@ -169,8 +169,6 @@ report:
   type: dict
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -206,16 +204,10 @@ def main():
             diffs.append(nodes_diff(p["nodes"], result))
         if p["report"]:
             markdown, pictures = report.render(result, planned, p["report_title"])
-            md_path = writer.report_paths(p["report"], report.DEFAULT_NAME)[0]
-            before = None
-            if module._diff and os.path.isfile(md_path):
-                with open(md_path) as f:
-                    before = f.read()
-            written = writer.write_report(p["report"], markdown, pictures, check_mode=module.check_mode,
-                                          default_name=report.DEFAULT_NAME)
-            if module._diff and written["changed"]:
-                diffs.append({"before": before or "", "after": markdown, "before_header": md_path,
-                              "after_header": md_path})
+            written, report_diff = writer.write_report_diff(p["report"], markdown, pictures, check_mode=module.check_mode,
+                                                            diff=module._diff, default_name=report.DEFAULT_NAME)
+            if report_diff:
+                diffs.append(report_diff)
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
     out = dict(changed=bool(written and written["changed"]), plan=result, report=written)

@@ -225,7 +225,6 @@ report:
   sample: {path: /tmp/whatif/whatif.md, files: [/tmp/whatif/whatif.md], changed_files: []}
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -271,15 +270,8 @@ def main():
         diff = None
         if p["report"]:
             markdown, pictures = report.render(result, p["report_title"])
-            md_path = report.writer.report_paths(p["report"], "whatif.md")[0]
-            before = None
-            if module._diff and os.path.isfile(md_path):
-                with open(md_path) as f:
-                    before = f.read()
-            written = report.writer.write_report(p["report"], markdown, pictures, check_mode=module.check_mode,
-                                                 default_name="whatif.md")
-            if module._diff:
-                diff = {"before": before or "", "after": markdown, "before_header": md_path, "after_header": md_path}
+            written, diff = report.writer.write_report_diff(p["report"], markdown, pictures, check_mode=module.check_mode,
+                                                            diff=module._diff, default_name="whatif.md")
     except GpuOpsError as e:
         module.fail_json(msg=e.msg, **e.details)
     result.pop("params", None)

@@ -259,14 +259,6 @@ def run_gpu_settings(nvml, params, check_mode=False):
 
 def gpu_settings(params, check_mode=False, run_command=None):
     """Open NVML (real or simulated) and run run_gpu_settings."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import open_nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import run_locked
 
-    with open_nvml(params.get("simulator"), run_command) as nvml:
-        if check_mode:
-            result = run_gpu_settings(nvml, params, check_mode=True)
-        else:
-            with host_lock(nvml, "gpuops.k8s.gpu_settings"):
-                result = run_gpu_settings(nvml, params)
-        result["backend"] = nvml.kind
-    return result
+    return run_locked(run_gpu_settings, params, "gpuops.k8s.gpu_settings", check_mode=check_mode, run_command=run_command)

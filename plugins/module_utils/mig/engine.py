@@ -34,7 +34,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import lock_unless_check
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
 
 MUTATING = ("set_mig_mode", "destroy", "create")
@@ -346,12 +346,10 @@ class _Halt(Exception):
 def run_mig_partition(nvml, params, check_mode=False, diff=False):
     """Plan and (unless ``check_mode``) apply; outside check mode the whole read-plan-apply runs under
     the host lock (nvml.host_lock), so two runs on one host never interleave their changes."""
-    if check_mode:
-        return _run_mig_partition(nvml, params, True, diff)
     what = "gpuops.k8s.mig_partition %s" % (params.get("config") or ("config file %s" % params["config_file"]
                                                                      if params.get("config_file") else "inline layout"))
-    with host_lock(nvml, what):
-        return _run_mig_partition(nvml, params, False, diff)
+    with lock_unless_check(nvml, what, check_mode):
+        return _run_mig_partition(nvml, params, bool(check_mode), diff)
 
 
 def _run_mig_partition(nvml, params, check_mode, diff):

@@ -194,14 +194,6 @@ def run_mig_mode(nvml, params, check_mode=False):
 
 def mig_mode(params, check_mode=False, run_command=None):
     """Open NVML (real or simulated, from ``params['simulator']``) and run run_mig_mode."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import host_lock
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import open_nvml
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import run_locked
 
-    with open_nvml(params.get("simulator"), run_command) as nvml:
-        if check_mode:
-            result = run_mig_mode(nvml, params, check_mode=True)
-        else:
-            with host_lock(nvml, "gpuops.k8s.mig_mode"):
-                result = run_mig_mode(nvml, params)
-        result["backend"] = nvml.kind
-    return result
+    return run_locked(run_mig_mode, params, "gpuops.k8s.mig_mode", check_mode=check_mode, run_command=run_command)

@@ -24,7 +24,8 @@ Mutating work is serialized per host by ``host_lock(backend, what)``: an exclusi
 on a lock file (the simulator: ``<state file>.lock``; the real NVML: ``/run/gpuops/nvml.lock``, or
 ``$GPUOPS_NVML_LOCK``), waited for up to ``$GPUOPS_NVML_LOCK_TIMEOUT`` seconds (default 300). The
 holder writes its pid, host, start time and what it does into the file, so a run that times out
-names who holds the lock. The lock is reentrant within one backend.
+names who holds the lock. The lock is reentrant within one backend. ``lock_unless_check(backend,
+what, check_mode)`` is that lock for a change and nothing in check mode (which changes nothing).
 """
 
 from __future__ import annotations
@@ -195,6 +196,16 @@ def host_lock(backend: Backend, what: Optional[str] = None) -> Iterator[Backend]
         yield backend
     finally:
         lock.release()
+
+
+@contextmanager
+def lock_unless_check(backend, what=None, check_mode=False):
+    """``host_lock(backend, what)`` around a change; in check mode (nothing changes) no lock is taken."""
+    if check_mode:
+        yield backend
+        return
+    with host_lock(backend, what):
+        yield backend
 
 
 class Placement(object):

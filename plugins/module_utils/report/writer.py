@@ -7,6 +7,8 @@
 * :func:`report_paths` / :func:`write_report` - where a report goes and writing it so that a second
   run with the same content changes nothing (each file is compared first, then replaced atomically);
   in check mode it says what would change and writes nothing;
+* :func:`write_report_diff` - :func:`write_report` plus the Markdown's before/after for a module's
+  ``--diff`` output;
 * :class:`Progress` - a progress bar on a terminal, a line every 10 % otherwise.
 
 Python 3.9 compatible, standard library only.
@@ -106,6 +108,23 @@ def write_report(path, markdown, pictures=None, check_mode=False, default_name=D
         except (IOError, OSError) as e:
             raise GpuOpsError("cannot write the report to %s: %s" % (directory, e), report_dir=directory)
     return {"path": md_path, "files": [item[0] for item in files], "changed_files": changed, "changed": bool(changed)}
+
+
+def write_report_diff(path, markdown, pictures=None, check_mode=False, diff=False, default_name=DEFAULT_NAME):
+    """:func:`write_report`, and with ``diff`` the Markdown file's ``{"before", "after", "before_header",
+    "after_header"}`` for a module's diff output (the file as it was, or ``""``).
+
+    Returns ``(written, diff)``; ``diff`` is None without ``diff`` or when no file of the report changes.
+    """
+    md_path = report_paths(path, default_name)[0]
+    before = None
+    if diff:
+        before = _read(md_path)
+    written = write_report(path, markdown, pictures, check_mode=check_mode, default_name=default_name)
+    if not (diff and written["changed"]):
+        return written, None
+    before = before.decode("utf-8") if before is not None else ""
+    return written, {"before": before, "after": markdown, "before_header": md_path, "after_header": md_path}
 
 
 class Progress(object):

@@ -103,6 +103,22 @@ def test_lock_is_reentrant_and_check_mode_takes_none(tmp_path):
         lock.release()
 
 
+def test_run_locked_holds_the_lock_only_outside_check_mode_and_records_the_backend(tmp_path):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import writable
+
+    path = _host(tmp_path, count=1)
+    seen = []
+
+    def run(backend, params, check_mode=False):
+        seen.append((check_mode, backend.host_lock("probe").held))
+        return {"changed": False}
+
+    assert writable.run_locked(run, {"simulator": path}, "test", check_mode=True) == {"changed": False,
+                                                                                      "backend": "simulator"}
+    assert writable.run_locked(run, {"simulator": path}, "test")["backend"] == "simulator"
+    assert seen == [(True, False), (False, True)]
+
+
 def test_real_backend_lock_path_falls_back_when_run_is_not_usable(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUOPS_NVML_LOCK", raising=False)
     not_a_dir = tmp_path / "run-is-a-file"

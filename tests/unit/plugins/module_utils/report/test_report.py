@@ -125,6 +125,19 @@ def test_write_report_is_idempotent_and_honours_check_mode(tmp_path):
     assert md["path"] == str(tmp_path / "x" / "plan.md") and os.path.isfile(md["path"])
 
 
+def test_write_report_diff_gives_the_markdown_before_and_after_only_when_it_changes(tmp_path):
+    target = str(tmp_path / "plan.md")
+    written, diff = writer.write_report_diff(target, "# Plan\n", {"a.svg": "<svg/>"}, diff=True)
+    assert written["changed"] and diff == {"before": "", "after": "# Plan\n", "before_header": target, "after_header": target}
+    written, diff = writer.write_report_diff(target, "# Plan\n", {"a.svg": "<svg/>"}, diff=True)
+    assert not written["changed"] and diff is None
+    written, diff = writer.write_report_diff(target, "# Plan v2\n", {}, check_mode=True, diff=True)
+    assert written["changed_files"] == [target] and diff["before"] == "# Plan\n" and diff["after"] == "# Plan v2\n"
+    assert open(target).read() == "# Plan\n"
+    written, diff = writer.write_report_diff(target, "# Plan v3\n", {})
+    assert written["changed"] and diff is None and open(target).read() == "# Plan v3\n"
+
+
 def test_write_report_refuses_bad_names_and_unwritable_places(tmp_path):
     with pytest.raises(GpuOpsError, match="relative"):
         writer.write_report(str(tmp_path), "x", {"../evil.svg": "x"})
