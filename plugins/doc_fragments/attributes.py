@@ -7,6 +7,9 @@
   and what its diff holds in its own short C(description).
 * C(gpuops.k8s.attributes.idempotent): a second run with the same options reports no change.
 * C(gpuops.k8s.attributes.read_only): the module changes nothing: runs the same in check mode, no diff.
+* C(gpuops.k8s.attributes.controller): runs on the controller (any host with Python), on every platform.
+
+A module's own C(attributes) entries win over a fragment's (a module may keep support and say more).
 """
 
 from __future__ import annotations
@@ -42,4 +45,13 @@ attributes:
   diff_mode:
     support: none
     description: Nothing changes, so there is nothing to diff.
+"""
+
+    CONTROLLER = r"""
+options: {}
+attributes:
+  platform:
+    support: full
+    description: Runs on the controller (or any host with Python).
+    platforms: all
 """

@@ -23,17 +23,9 @@ description:
   - Pure computation; it changes nothing.
 author:
   - gpuops.k8s maintainers (@gpuops)
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads its input; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  platform:
-    support: full
-    description: Runs anywhere, usually on the controller.
-    platforms: all
+extends_documentation_fragment:
+  - gpuops.k8s.attributes.read_only
+  - gpuops.k8s.attributes.controller
 options:
   alert:
     description:

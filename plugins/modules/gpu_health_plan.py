@@ -27,17 +27,9 @@ description:
     C(gpuops.k8s.gpu_health) role does.
 author:
   - gpuops.k8s maintainers (@gpuops)
-attributes:
-  check_mode:
-    support: full
-    description: The module computes a plan only; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  platform:
-    support: full
-    description: Runs anywhere, usually on the controller.
-    platforms: all
+extends_documentation_fragment:
+  - gpuops.k8s.attributes.read_only
+  - gpuops.k8s.attributes.controller
 options:
   verdicts:
     description: Node name to M(gpuops.k8s.gpu_health_check) result. Nodes without an entry are left as they are.

@@ -31,6 +31,8 @@ author:
 requirements:
   - scipy >= 1.9 and numpy on the controller for O(solver=exact), the heuristic's LP rounding and the LP bound
     (without them the heuristic runs its greedy part only)
+extends_documentation_fragment:
+  - gpuops.k8s.attributes.controller
 attributes:
   check_mode:
     support: full
@@ -38,10 +40,6 @@ attributes:
   diff_mode:
     support: full
     description: Each node's MIG config and device-plugin config before (its C(current)) and after; the report.
-  platform:
-    support: full
-    description: Runs on the controller.
-    platforms: all
 options:
   nodes:
     description:

@@ -26,6 +26,8 @@ author:
   - gpuops.k8s maintainers (@gpuops)
 requirements:
   - numpy (controller)
+extends_documentation_fragment:
+  - gpuops.k8s.attributes.controller
 attributes:
   check_mode:
     support: full
@@ -33,10 +35,6 @@ attributes:
   diff_mode:
     support: full
     description: The Markdown report before and after.
-  platform:
-    support: full
-    description: Runs on the controller.
-    platforms: all
 options:
   nodes_csv:
     description:
