@@ -10,6 +10,7 @@ Pure Python, Python 3.9 compatible. Each helper raises ``GpuOpsError`` before an
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -55,19 +56,36 @@ def choice(value, valid, where):
     return value
 
 
+def number(value, where, minimum=None, maximum=None, integer=False, strict_min=False):
+    """``value`` as a finite float (or an int with ``integer``; not a bool, not a fraction), within ``minimum``
+    (exclusive with ``strict_min``) and ``maximum`` when given; the error names ``where`` and the bound."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or value is None:
+        raise GpuOpsError("%s must be %s, got %r" % (where, kind, value))
+    try:
+        if not integer:
+            num = float(value)
+        elif isinstance(value, float):
+            num = int(value)
+            if num != value:
+                raise ValueError(value)
+        else:
+            num = int(str(value).strip())
+    except (TypeError, ValueError, OverflowError):
+        raise GpuOpsError("%s must be %s, got %r" % (where, kind, value))
+    if not integer and (math.isnan(num) or math.isinf(num)):
+        raise GpuOpsError("%s must be a finite number, got %r" % (where, value))
+    shown = num if integer else value
+    if minimum is not None and (num < minimum or (strict_min and num <= minimum)):
+        raise GpuOpsError("%s must be %s %s, got %r" % (where, ">" if strict_min else ">=", minimum, shown))
+    if maximum is not None and num > maximum:
+        raise GpuOpsError("%s must be <= %s, got %r" % (where, maximum, shown))
+    return num
+
+
 def integer(value, where, minimum=None, maximum=None):
     """``value`` as an int (not a bool), within ``minimum`` and ``maximum`` when given."""
-    if isinstance(value, bool):
-        raise GpuOpsError("%s must be an integer, got %r" % (where, value))
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
-        raise GpuOpsError("%s must be an integer, got %r" % (where, value))
-    if minimum is not None and number < minimum:
-        raise GpuOpsError("%s must be >= %d, got %d" % (where, minimum, number))
-    if maximum is not None and number > maximum:
-        raise GpuOpsError("%s must be <= %d, got %d" % (where, maximum, number))
-    return number
+    return number(value, where, minimum=minimum, maximum=maximum, integer=True)
 
 
 def quantity_int(value, where):

@@ -31,6 +31,7 @@ import re
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 SPEC_VERSION = "v1"
@@ -52,10 +53,6 @@ GpuDesired = namedtuple("GpuDesired", ["mig_enabled", "mig_devices", "entry"])
 _STRICT_PROFILE_RE = re.compile(
     r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+(?:me|me\.all|gfx)(?:,(?:me|me\.all|gfx))*|-me)?$"
 )
-
-
-def _where(path):
-    return "".join(path) if path else "config"
 
 
 def _import_yaml():
@@ -95,30 +92,50 @@ def _unique_key_loader(yaml):
     return UniqueKeyLoader
 
 
-def load_config_text(text, source="config"):
-    """Parse YAML or JSON text into Python data (no validation); duplicate mapping keys are refused."""
+def load_config_text(text, source="config", marks=False):
+    """Parse YAML or JSON text into Python data (no validation); duplicate mapping keys are refused and a syntax
+    error names its line and column. With ``marks``: ``(data, marks)``, marks the positions (line, column) of the
+    top-level keys - ``{key: (line, column)}`` - and of their values - ``{(key, "value"): (line, column)}``."""
     yaml = _import_yaml()
     try:
-        return yaml.load(text, Loader=_unique_key_loader(yaml))  # nosec B506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_unique_key_loader(yaml))  # nosec B506 - a SafeLoader subclass
+        node = yaml.compose(text) if marks else None
     except GpuOpsError as e:
         raise GpuOpsError("%s: %s" % (source, e.msg), **e.details)
     except yaml.YAMLError as e:
-        raise GpuOpsError("%s is not valid YAML: %s" % (source, e))
+        mark = getattr(e, "problem_mark", None)
+        if mark is not None:
+            raise GpuOpsError("%s, line %d, column %d: not valid YAML: %s"
+                              % (source, mark.line + 1, mark.column + 1, getattr(e, "problem", e)),
+                              source=source, line=mark.line + 1, column=mark.column + 1)
+        raise GpuOpsError("%s is not valid YAML: %s" % (source, e), source=source)
+    if not marks:
+        return data
+    found = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            found[k.value] = (k.start_mark.line + 1, k.start_mark.column + 1)
+            found[(k.value, "value")] = (v.start_mark.line + 1, v.start_mark.column + 1)
+    return data, found
 
 
-def load_config_file(path):
-    """Read and validate a mig-parted config file; returns {name: [MigConfigEntry]}."""
+def read_config_text(path, what="MIG config file"):
+    """The UTF-8 text of a YAML/JSON file, with errors that name the file."""
     try:
         with io.open(path, "rb") as f:
             raw = f.read()
     except (IOError, OSError) as e:
-        raise GpuOpsError("cannot read MIG config file %s: %s" % (path, e))
+        raise GpuOpsError("cannot read %s %s: %s" % (what, path, e), source=path, path=path)
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise GpuOpsError("MIG config file %s is not UTF-8 text (byte 0x%02x at offset %d); a mig-parted config is "
-                          "YAML or JSON in UTF-8" % (path, raw[e.start], e.start), path=path)
-    return parse_spec(load_config_text(text, path), source=path)
+        raise GpuOpsError("%s %s is not UTF-8 text (byte 0x%02x at offset %d); a mig-parted config is "
+                          "YAML or JSON in UTF-8" % (what, path, raw[e.start], e.start), source=path, path=path)
+
+
+def load_config_file(path):
+    """Read and validate a mig-parted config file; returns {name: [MigConfigEntry]}."""
+    return parse_spec(load_config_text(read_config_text(path), path), source=path)
 
 
 def parse_spec(data, source="config"):
@@ -146,14 +163,14 @@ def parse_spec(data, source="config"):
 def parse_entries(entries, path=None, source="layout"):
     """Validate a list of config entries (one config of a file, or an inline ``layout``)."""
     path = path or []
-    where = "%s: %s" % (source, _where(path)) if path else source
+    where = Where(source, path="".join(path)).named()
     if not isinstance(entries, list) or not entries:
         raise GpuOpsError("%s must be a non-empty list of entries (devices, mig-enabled, mig-devices)" % where)
     return [parse_entry(e, path + ["[%d]" % i], source) for i, e in enumerate(entries)]
 
 
 def parse_entry(entry, path, source="layout"):
-    where = "%s: %s" % (source, _where(path))
+    where = Where(source, path="".join(path) or "config").named()
     if not isinstance(entry, dict):
         raise GpuOpsError("%s must be a mapping with devices, mig-enabled and mig-devices" % where)
     for key in entry:

@@ -18,12 +18,12 @@ Pure Python, Python 3.9 compatible.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 KINDS = ("inference", "training", "dev")
@@ -47,22 +47,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 def _fail(msg, **details):
     raise GpuOpsError(msg, **details)
-
-
-def _number(value, where, minimum=None, integer=False, strict_min=False):
-    if isinstance(value, bool) or value is None:
-        _fail("%s must be a number, got %r" % (where, value))
-    try:
-        num = int(value) if integer else float(value)
-    except (TypeError, ValueError):
-        _fail("%s must be %s, got %r" % (where, "an integer" if integer else "a number", value))
-    if integer and float(value) != num:
-        _fail("%s must be an integer, got %r" % (where, value))
-    if not integer and (math.isnan(num) or math.isinf(num)):
-        _fail("%s must be a finite number, got %r" % (where, value))
-    if minimum is not None and (num < minimum or (strict_min and num <= minimum)):
-        _fail("%s must be %s %s, got %r" % (where, ">" if strict_min else ">=", minimum, value))
-    return num
 
 
 def model_of(ref, where):
@@ -155,7 +139,7 @@ def _one_layout(value, model, where):
         if prof not in [p.name for p in model.profiles]:
             _fail("%s: profile %s does not exist on %s; valid profiles: %s"
                   % (where, k, model.marketing_name, ", ".join(p.name for p in model.profiles)))
-        _number(v, "%s.%s" % (where, k), 0, integer=True)
+        validation.number(v, "%s.%s" % (where, k), 0, integer=True)
     return layout_key(value)
 
 
@@ -189,7 +173,7 @@ def parse_nodes(nodes, current_configs=None):
             if not isinstance(g, dict) or "model" not in g:
                 _fail("%s must be a mapping with model and count" % gw)
             model = model_of(g["model"], gw)
-            count = _number(g.get("count", 1), gw + ".count", 0, integer=True)
+            count = validation.number(g.get("count", 1), gw + ".count", 0, integer=True)
             models.extend([model] * count)
         labels = n.get("labels") or {}
         if not isinstance(labels, dict):
@@ -222,11 +206,11 @@ def parse_demand(demand):
         if (tenant, name) in seen:
             _fail("%s: %s/%s is listed twice" % (where, tenant, name))
         seen.add((tenant, name))
-        replicas = _number(d["replicas"], where + ".replicas", 0, integer=True)
-        memory = _number(d["memory_gb"], where + ".memory_gb", 0, strict_min=True)
+        replicas = validation.number(d["replicas"], where + ".replicas", 0, integer=True)
+        memory = validation.number(d["memory_gb"], where + ".memory_gb", 0, strict_min=True)
         compute = d.get("compute")
         if compute is not None:
-            compute = _number(compute, where + ".compute", 0, strict_min=True)
+            compute = validation.number(compute, where + ".compute", 0, strict_min=True)
             if compute > 1:
                 _fail("%s.compute is a fraction of one GPU (0 < compute <= 1), got %r; use gpus_per_replica for more"
                       % (where, d["compute"]))
@@ -236,8 +220,8 @@ def parse_demand(demand):
         iso = d["isolation"]
         if iso not in ISOLATIONS:
             _fail("%s.isolation %r is not valid; valid values: %s" % (where, iso, ", ".join(ISOLATIONS)))
-        prio = _number(d.get("priority", 0), where + ".priority", integer=True)
-        gpr = _number(d.get("gpus_per_replica", 1), where + ".gpus_per_replica", 1, integer=True)
+        prio = validation.number(d.get("priority", 0), where + ".priority", integer=True)
+        gpr = validation.number(d.get("gpus_per_replica", 1), where + ".gpus_per_replica", 1, integer=True)
         out.append(Item(i, tenant, name, replicas, memory, compute, kind, iso, prio, gpr))
     return out
 
@@ -251,7 +235,7 @@ def parse_prices(prices, nodes):
         if model is None:
             _fail("prices: %r is not a GPU model; valid keys: the fleet's models %s (or any catalog key: %s)"
                   % (key, ", ".join(used), ", ".join(gpu_catalog.model_keys())), valid_models=used)
-        table[model.key] = _number(value, "prices.%s" % key, 0)
+        table[model.key] = validation.number(value, "prices.%s" % key, 0)
     return table
 
 
@@ -261,9 +245,9 @@ def check_params(p):
     if p.get("solver", "auto") not in SOLVERS:
         _fail("solver %r is not valid; valid solvers: %s" % (p.get("solver"), ", ".join(SOLVERS)))
     if p.get("disruption_budget") is not None:
-        _number(p["disruption_budget"], "disruption_budget", 0, integer=True)
+        validation.number(p["disruption_budget"], "disruption_budget", 0, integer=True)
     if p.get("time_limit_s") is not None:
-        _number(p["time_limit_s"], "time_limit_s", 0, strict_min=True)
+        validation.number(p["time_limit_s"], "time_limit_s", 0, strict_min=True)
 
 
 # -- helpers that build the node list -----------------------------------------------------------------------

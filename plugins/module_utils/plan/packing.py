@@ -139,12 +139,6 @@ def pack_mig(model, need):
     return out
 
 
-def shared_fit(pattern, cap_gb):
-    mem = sum(c[0] * n for c, n in pattern)
-    comp = sum(c[1] * n for c, n in pattern)
-    return mem <= cap_gb + EPS and comp <= 1.0 + EPS
-
-
 def pack_shared(cap_gb, classes):
     """``classes``: (memory_gb, compute) -> replicas. Returns ``[(pattern, gpus)]``; pattern a sorted tuple."""
     need = dict((k, v) for k, v in classes.items() if v > 0)

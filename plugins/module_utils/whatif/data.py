@@ -29,6 +29,7 @@ import math
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 MILLI = 1000
@@ -43,36 +44,8 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu")
 POD_OPTIONAL = ("gpu_milli", "gpu_spec", "qos", "creation_time")
 
 
-class _Where(object):
-    """Formats the place of a value: a CSV cell (file, line, column) or a list item."""
-
-    def __init__(self, source, line=None, header=None):
-        self.source = source
-        self.line = line
-        self.header = header
-
-    def cell(self, column):
-        if self.header is not None:
-            col = self.header.index(column) + 1 if column in self.header else None
-            where = "%s, line %d" % (self.source, self.line)
-            if col is not None:
-                where += ", column %d (%s)" % (col, column)
-            return where
-        return "%s.%s" % (self.source, column)
-
-    def details(self, column=None):
-        out = {"source": self.source}
-        if self.line is not None:
-            out["line"] = self.line
-        if column is not None:
-            out["column_name"] = column
-            if self.header is not None and column in self.header:
-                out["column"] = self.header.index(column) + 1
-        return out
-
-
 def _fail(where, column, message):
-    raise GpuOpsError("%s: %s" % (where.cell(column), message), **where.details(column))
+    where.fail(message, column)
 
 
 def _integer(where, column, value, minimum=0, required=True, default=None):
@@ -204,7 +177,7 @@ def read_nodes_csv(path):
     nodes = []
     seen = set()
     for line, row in _rows(reader, header, path):
-        where = _Where(source, line, header)
+        where = Where(source, line, header=header)
         name = (row.get(name_col) or "").strip()
         if not name:
             _fail(where, name_col, "a node name is required")
@@ -230,7 +203,7 @@ def read_pods_csv(path):
     _check_columns(path, header, POD_COLUMNS)
     pods = []
     for line, row in _rows(reader, header, path):
-        pods.append(make_pod(_Where(path, line, header), row, len(pods)))
+        pods.append(make_pod(Where(path, line, header=header), row, len(pods)))
     if not pods:
         raise GpuOpsError("%s: no pods (only a header)" % path, source=path)
     return pods
@@ -241,7 +214,7 @@ def pods_from_list(items, source="pods"):
         raise GpuOpsError("%s must be a non-empty list of pods ({cpu_milli, memory_mib, num_gpu, gpu_milli, ...})" % source)
     pods = []
     for i, item in enumerate(items):
-        where = _Where("%s[%d]" % (source, i))
+        where = Where("%s[%d]" % (source, i))
         if not isinstance(item, dict):
             raise GpuOpsError("%s[%d] must be a mapping, not %r" % (source, i, item), source=source, index=i)
         for key in POD_COLUMNS[1:]:
@@ -301,7 +274,7 @@ def nodes_from_list(items, source="nodes"):
     nodes = []
     seen = set()
     for i, item in enumerate(items):
-        where = _Where("%s[%d]" % (source, i))
+        where = Where("%s[%d]" % (source, i))
         if not isinstance(item, dict):
             raise GpuOpsError("%s[%d] must be a mapping, not %r" % (source, i, item), source=source, index=i)
         name = item.get("name") or item.get("gpuops_k8s_node_name") or item.get("sn")

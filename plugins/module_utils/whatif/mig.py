@@ -36,17 +36,11 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
-
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:  # pragma: no cover
-    HAS_YAML = False
 
 MILLI = 1000
 DEFAULT_SHAPE = "a100_80gb"
@@ -54,29 +48,6 @@ WHOLE = 0  # unit kind index of a whole GPU
 
 # A unit kind: shape (catalog key) and GI profile name; whole GPU: (None, "gpu").
 UnitKind = namedtuple("UnitKind", ["shape", "profile", "compute_slices", "memory_slices", "compute_frac", "memory_frac", "size_milli"])
-
-
-class Where(object):
-    """Place of a mig_config value: a file position (line, column) or an option path."""
-
-    def __init__(self, source, line=None, column=None, path="mig_config"):
-        self.source = source
-        self.line = line
-        self.column = column
-        self.path = path
-
-    def text(self):
-        if self.line is not None:
-            return "%s, line %d, column %d" % (self.source, self.line, self.column)
-        return self.path
-
-    def fail(self, message, **details):
-        out = dict(details)
-        out["source"] = self.source
-        if self.line is not None:
-            out["line"] = self.line
-            out["column"] = self.column
-        raise GpuOpsError("%s: %s" % (self.text(), message), **out)
 
 
 def shape_of(model, mig_shape=DEFAULT_SHAPE):
@@ -117,39 +88,10 @@ class UnitTable(object):
         return k.profile if k.shape is None else k.profile
 
 
-def _load_yaml_with_marks(path):
-    """``(data, marks)`` of a YAML mapping file; marks: {top-level key: (line, column)} and
-    {(key, 'value'): (line, column)}."""
-    if not HAS_YAML:
-        raise GpuOpsError("PyYAML is required to read %s" % path)
-    try:
-        with open(path) as f:
-            text = f.read()
-    except (IOError, OSError) as e:
-        raise GpuOpsError("cannot read the MIG config file %s: %s" % (path, e), source=path)
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        if mark is not None:
-            raise GpuOpsError("%s, line %d, column %d: not valid YAML: %s"
-                              % (path, mark.line + 1, mark.column + 1, getattr(e, "problem", e)),
-                              source=path, line=mark.line + 1, column=mark.column + 1)
-        raise GpuOpsError("%s: not valid YAML: %s" % (path, e), source=path)
-    marks = {}
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = k.value
-            marks[key] = (k.start_mark.line + 1, k.start_mark.column + 1)
-            marks[(key, "value")] = (v.start_mark.line + 1, v.start_mark.column + 1)
-    return data, marks
-
-
 def load_mig_config(value):
     """``(mapping, where_of)``: the mig_config mapping and a function key -> Where."""
     if isinstance(value, str):
-        data, marks = _load_yaml_with_marks(value)
+        data, marks = mig_config.load_config_text(mig_config.read_config_text(value, "the MIG config file"), value, marks=True)
         if not isinstance(data, dict) or not data:
             Where(value, 1, 1).fail("a mig_config file must be a mapping {model: layout}")
 
