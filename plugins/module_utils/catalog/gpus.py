@@ -476,9 +476,3 @@ def version_tuple(version: Any) -> Tuple[int, ...]:
         out.append(int(digits.group(0)) if digits else 0)
     return tuple(out)
 
-
-def driver_supports(model: GpuModel, driver_version: Optional[str]) -> bool:
-    """True when ``driver_version`` is at least the model's documented minimum for MIG."""
-    if not model.min_driver or not driver_version:
-        return True
-    return version_tuple(driver_version) >= version_tuple(model.min_driver)

@@ -210,14 +210,6 @@ def node_device_plugin_config(labels, plugin):
     return name if name in configs else None
 
 
-def node_device_plugin_effect(labels, plugin):
-    """``device_plugin_config_effect`` of the config a node runs (``node_device_plugin_config``), or None."""
-    name = node_device_plugin_config(labels, plugin)
-    if name is None:
-        return None
-    return device_plugin_config_effect(name, plugin["configs"][name])
-
-
 def validate_device_plugin(configs, default_config, node_configs=None, gfd_enabled=True, mps_root="/run/nvidia/mps"):
     """Validate the whole set of named configs, the default and the per-node label values.
 

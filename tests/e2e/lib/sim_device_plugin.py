@@ -111,8 +111,9 @@ class SimDevicePlugin(threading.Thread):
         nvidia.com/device-plugin.config, else the default), else the inventory's values."""
         if deployed:
             from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
-            effect = device_plugin.node_device_plugin_effect(self.api.read_node(name).metadata.labels or {}, deployed)
-            if effect is not None:
+            config = device_plugin.node_device_plugin_config(self.api.read_node(name).metadata.labels or {}, deployed)
+            if config is not None:
+                effect = device_plugin.device_plugin_config_effect(config, deployed["configs"][config])
                 return effect["mig_strategy"], effect["sharing"]
         return spec.get("mig_strategy") or "none", spec.get("sharing")
 

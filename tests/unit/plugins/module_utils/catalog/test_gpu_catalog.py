@@ -99,9 +99,9 @@ def test_prices_and_driver_minimums():
     prices = gpu_catalog.default_prices({"l4_24gb": 0.7})
     assert prices["a100_80gb"] == 3.5 and prices["h100_80gb"] == 4.5 and prices["h200_141gb"] == 6.0
     assert prices["l40s_48gb"] == 1.5 and prices["rtx4090_24gb"] == 0.8 and prices["l4_24gb"] == 0.7
-    assert not gpu_catalog.driver_supports(gpu_catalog.CATALOG["h200_141gb"], "535.183.01")
-    assert gpu_catalog.driver_supports(gpu_catalog.CATALOG["h200_141gb"], "550.127.08")
-    assert not gpu_catalog.driver_supports(gpu_catalog.CATALOG["b200_180gb"], "560.35.03")
+    vt = gpu_catalog.version_tuple
+    assert vt("535.183.01") < vt(gpu_catalog.CATALOG["h200_141gb"].min_driver) <= vt("550.127.08")
+    assert vt("560.35.03") < vt(gpu_catalog.CATALOG["b200_180gb"].min_driver)
 
 
 def test_labels():
