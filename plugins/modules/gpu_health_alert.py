@@ -132,7 +132,7 @@ problem:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.health.alerts import read_alert
 
 
@@ -153,11 +153,7 @@ def main():
     p = module.params
     keys = ("temperature_threshold_c", "ecc_error_threshold", "xid_ignore", "xid_actions", "xid_unknown_action")
     policy = dict((k, p[k]) for k in keys)
-    try:
-        result = read_alert(p["alert"], p["hosts"], p["node_names"], policy)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    module.exit_json(changed=False, **result)
+    run_and_exit(module, lambda: read_alert(p["alert"], p["hosts"], p["node_names"], policy), changed=False)
 
 
 if __name__ == "__main__":

@@ -171,7 +171,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import run_health_check
 
 
@@ -198,11 +198,7 @@ def main():
     def run(argv):
         return module.run_command(argv)
 
-    try:
-        verdict = run_health_check(module.params, run, os.path.exists, time.time())
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    module.exit_json(changed=False, **verdict)
+    run_and_exit(module, lambda: run_health_check(module.params, run, os.path.exists, time.time()), changed=False)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ dry_run:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import DEFAULT_TAINT, plan_actions
 
 
@@ -158,15 +158,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        plan = plan_actions(p["verdicts"], p["nodes"], {
-            "auto_cordon": p["auto_cordon"], "dry_run": p["dry_run"], "uncordon_after": p["uncordon_after"],
-            "max_unhealthy_fraction": p["max_unhealthy_fraction"], "taint": p["taint"],
-        }, now=p["now"], alerts=p["alerts"])
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    plan["changed"] = False  # a plan only; the role applies it
-    module.exit_json(**plan)
+    policy = {"auto_cordon": p["auto_cordon"], "dry_run": p["dry_run"], "uncordon_after": p["uncordon_after"],
+              "max_unhealthy_fraction": p["max_unhealthy_fraction"], "taint": p["taint"]}
+    # a plan only (changed=false): the role applies it
+    run_and_exit(module, lambda: plan_actions(p["verdicts"], p["nodes"], policy, now=p["now"], alerts=p["alerts"]), changed=False)
 
 
 if __name__ == "__main__":

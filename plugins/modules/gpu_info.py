@@ -157,7 +157,7 @@ gpus:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.gpu_state import gpu_info
 
 
@@ -169,12 +169,8 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = gpu_info(module.params["simulator"], diagram=module.params["diagram"],
-                          run_command=module.run_command)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    module.exit_json(changed=False, **result)
+    run_and_exit(module, lambda: gpu_info(module.params["simulator"], diagram=module.params["diagram"],
+                                          run_command=module.run_command), changed=False)
 
 
 if __name__ == "__main__":

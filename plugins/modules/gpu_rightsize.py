@@ -155,7 +155,7 @@ demand_out:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import rightsize
 
 
@@ -185,11 +185,7 @@ def main():
         required_one_of=[("demand", "demand_file")],
         supports_check_mode=True,
     )
-    try:
-        out = rightsize.run(dict(module.params), check_mode=module.check_mode, diff=module._diff)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    module.exit_json(**out)
+    run_and_exit(module, lambda: rightsize.run(dict(module.params), check_mode=module.check_mode, diff=module._diff))
 
 
 if __name__ == "__main__":

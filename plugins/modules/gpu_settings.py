@@ -140,7 +140,7 @@ backend:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.host.settings import gpu_settings
 
 
@@ -158,13 +158,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = gpu_settings(module.params, check_mode=module.check_mode, run_command=module.run_command)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    run_and_exit(module, lambda: gpu_settings(module.params, check_mode=module.check_mode, run_command=module.run_command))
 
 
 if __name__ == "__main__":

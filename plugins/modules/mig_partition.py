@@ -291,7 +291,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import writable
 
@@ -311,15 +311,11 @@ def main():
         required_by={"config": "config_file"},
         supports_check_mode=True,
     )
-    try:
+    def partition():
         with writable.open_nvml(module.params["simulator"], read_only=module.check_mode) as backend:
-            result = mig_engine.run_mig_partition(backend, module.params, check_mode=module.check_mode,
-                                                  diff=module._diff)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    module.exit_json(**result)
+            return mig_engine.run_mig_partition(backend, module.params, check_mode=module.check_mode, diff=module._diff)
+
+    run_and_exit(module, partition, warnings=True)
 
 
 if __name__ == "__main__":

@@ -269,7 +269,7 @@ simulator:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.configure import configure
 
 
@@ -318,13 +318,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = configure(module.params, check_mode=module.check_mode)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    run_and_exit(module, lambda: configure(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":
