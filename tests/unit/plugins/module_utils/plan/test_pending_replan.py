@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+"""The closed loop's pure parts: pending GPU pods -> demand (plan/pending.py), which changed nodes can roll
+(plan/replan.py), and the two together with the real planner on a small fleet."""
+import pytest
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import pending, replan, solver
+
+A100 = "NVIDIA A100-SXM4-80GB"
+NOW = 1_800_000_000.0
+
+
+def pod(name, ns="team-a", resources=None, phase="Pending", message=None, owner=("ReplicaSet", None), node=None,
+        labels=None, since=NOW - 120, priority=None):
+    meta = {"name": name, "namespace": ns, "labels": labels or {}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1] or name.rsplit("-", 1)[0]}]
+    status = {"phase": phase}
+    if message is not None:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": message, "lastTransitionTime": since}]
+    spec = {"containers": [{"name": "main", "resources": {"limits": dict(resources or {})}}]}
+    if node:
+        spec["nodeName"] = node
+    if priority is not None:
+        spec["priority"] = priority
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def mig_pod(name, profile="3g.40gb", **kw):
+    res = "nvidia.com/mig-" + profile
+    return pod(name, resources={res: "1"}, message="0/4 nodes are available: 4 Insufficient %s." % res, **kw)
+
+
+def knode(name, alloc, unschedulable=False):
+    return {"metadata": {"name": name}, "spec": {"unschedulable": unschedulable}, "status": {"allocatable": alloc}}
+
+
+def test_classify_keeps_only_pods_waiting_for_their_gpu_resource():
+    ok, facts = pending.classify(mig_pod("llm-7d9f8-abcde"), now=NOW)
+    assert ok and facts["short"] == ["nvidia.com/mig-3g.40gb"] and facts["resources"] == {"nvidia.com/mig-3g.40gb": 1}
+    cpu = pod("cpu-1", resources={"nvidia.com/gpu": 1}, message="0/4 nodes are available: 4 Insufficient cpu.")
+    assert pending.classify(cpu, now=NOW) == (
+        False, "unschedulable for another reason than its GPU resource: 0/4 nodes are available: 4 Insufficient cpu.")
+    assert pending.classify(pod("web", resources={"cpu": "1"}, message="Insufficient cpu"), now=NOW) == (
+        False, "requests no NVIDIA resource")
+    assert pending.classify(pod("fresh", resources={"nvidia.com/gpu": 1}), now=NOW)[1].startswith("not marked")
+    assert pending.classify(mig_pod("run-x", phase="Running"), now=NOW) == (False, "phase Running")
+    assert pending.classify(mig_pod("young", since=NOW - 5), now=NOW, min_pending_s=30)[1] == \
+        "pending only 5 s (min_pending_s 30)"
+
+
+def test_new_items_sized_so_the_planner_picks_the_requested_profile():
+    pods = [mig_pod("llm-7d9f8-abcd%d" % i, owner=("ReplicaSet", "llm-7d9f8")) for i in range(2)]
+    pods.append(pod("train-0", ns="team-b", resources={"nvidia.com/gpu": "2"}, owner=("StatefulSet", "train"),
+                    message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", priority=1000))
+    out = pending.pending_demand(pods, nodes=[knode("n1", {"nvidia.com/mig-1g.10gb": "14"}),
+                                              knode("n2", {"nvidia.com/gpu": "8"})], now=NOW)
+    new = dict(((d["tenant"], d["name"]), d) for d in out["demand"])
+    assert new[("team-a", "llm")] == {"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40.0,
+                                      "compute": 0.4285, "isolation": "strict", "kind": "inference"}
+    assert new[("team-b", "train")]["gpus_per_replica"] == 2 and new[("team-b", "train")]["priority"] == 1000
+    assert out["resources"]["nvidia.com/mig-3g.40gb"] == {
+        "pending_pods": 2, "requested": 2, "offered": 0, "why": "no schedulable node offers nvidia.com/mig-3g.40gb"}
+    assert out["resources"]["nvidia.com/gpu"]["why"] == "the 8 nvidia.com/gpu the schedulable nodes offer are taken"
+    assert out["changed"] and [c["field"] for c in out["changes"]] == ["item", "item"]
+    assert all(p["item"]["name"] in ("llm", "train") for p in out["pending"])
+    # the planner serves the new item with the profile the pods ask for, on A100 and H100 alike
+    for model in (A100, "NVIDIA H100 80GB HBM3"):
+        plan = solver.plan({"nodes": [{"name": "n1", "gpus": [{"model": model, "count": 2}]}],
+                            "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
+        assert [d["resource"] for d in plan["decisions"]] == ["nvidia.com/mig-3g.40gb"]
+
+
+def test_pending_pods_of_a_declared_item_raise_its_replicas_to_running_plus_pending():
+    demand = [{"tenant": "team-a", "name": "chat", "replicas": 2, "memory_gb": 9, "kind": "inference",
+               "isolation": "strict"}]
+    running = [pod("chat-5b-x%d" % i, resources={"nvidia.com/mig-1g.10gb": 1}, phase="Running", node="n1",
+                   owner=("ReplicaSet", "chat-5b")) for i in range(2)]
+    waiting = [mig_pod("chat-5b-y%d" % i, profile="1g.10gb", owner=("ReplicaSet", "chat-5b")) for i in range(3)]
+    out = pending.pending_demand(running + waiting, demand=demand, now=NOW)
+    assert out["demand"][0]["replicas"] == 5 and len(out["demand"]) == 1
+    assert out["changes"] == [{"tenant": "team-a", "name": "chat", "field": "replicas", "before": 2, "after": 5,
+                               "reason": "3 pending pod(s) and 2 running: 5 replicas wanted, 2 declared"}]
+    # labelled pods map by label; an item that already declares enough is unchanged, with the reason
+    demand[0]["replicas"] = 6
+    labelled = [mig_pod("other-%d" % i, profile="1g.10gb", labels={"gpuops.k8s/demand-item": "chat"}) for i in range(2)]
+    out = pending.pending_demand(labelled, demand=demand, now=NOW)
+    assert not out["changed"] and out["demand"] == demand
+    assert out["pending"][0]["reason"].startswith("item team-a/chat declares 6 replicas already")
+
+
+def test_ignored_pods_and_bad_input():
+    out = pending.pending_demand([pod("p", resources={"nvidia.com/gpu": 1})], now=NOW)
+    assert out["demand"] == [] and out["ignored"][0]["reason"].startswith("not marked Unschedulable")
+    with pytest.raises(GpuOpsError, match="pods must be a list"):
+        pending.pending_demand({"items": []})
+    with pytest.raises(GpuOpsError, match="not a whole number"):
+        pending.pending_demand([pod("p", resources={"nvidia.com/gpu": "half"})])
+    with pytest.raises(GpuOpsError, match="min_pending_s"):
+        pending.pending_demand([], min_pending_s=-1)
+    with pytest.raises(GpuOpsError, match="replicas"):
+        pending.pending_demand([], demand=[{"tenant": "a", "name": "b", "memory_gb": 1, "kind": "inference",
+                                            "isolation": "strict"}])
+
+
+def _plan(changes):
+    return {"plan": {"node_configs": [{"node": n, "mig_config": c, "mig_config_changed": ch} for n, c, ch in changes]}}
+
+
+def pdb(name, ns, labels, allowed):
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {"selector": {"matchLabels": labels}},
+            "status": {"disruptionsAllowed": allowed}}
+
+
+def test_guard_defers_nodes_whose_drain_would_break_a_budget_or_delete_a_bare_pod():
+    plan = _plan([("n1", "plan-a", True), ("n2", "plan-b", True), ("n3", "plan-c", True), ("n4", "plan-d", False)])
+    pods = [pod("model-0", ns="serve", phase="Running", node="n1", labels={"app": "model"},
+                owner=("ReplicaSet", "model-7f")),
+            pod("bare", ns="serve", phase="Running", node="n2", owner=None),
+            pod("ds", ns="kube-system", phase="Running", node="n3", owner=("DaemonSet", "plugin")),
+            pod("web-0", ns="serve", phase="Running", node="n3", labels={"app": "web"}, owner=("ReplicaSet", "web-1")),
+            pod("done", ns="serve", phase="Succeeded", node="n1", owner=None),
+            pod("model-1", ns="serve", phase="Running", node="n4", labels={"app": "model"}, owner=("ReplicaSet", "m"))]
+    pdbs = [pdb("model", "serve", {"app": "model"}, 0), pdb("web", "serve", {"app": "web"}, 1),
+            pdb("elsewhere", "other", {"app": "model"}, 0)]
+    out = replan.rollout_guard(plan, pods, pdbs)
+    assert out["roll"] == ["n3"] and out["changed"] == {"n1": "plan-a", "n2": "plan-b", "n3": "plan-c"}
+    assert out["deferred"] == [
+        {"node": "n1", "mig_config": "plan-a", "reason": "left for the next round: PodDisruptionBudget serve/model "
+         "allows 0 disruption(s); the drain would evict 1 of its pods (serve/model-0)"},
+        {"node": "n2", "mig_config": "plan-b", "reason": "left for the next round: pod serve/bare has no controller: "
+         "the drain would delete it, not evict it"}]
+
+
+def test_guard_selector_expressions_and_bad_input():
+    sel = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]},
+                                {"key": "canary", "operator": "DoesNotExist"}]}
+    assert replan._selector_matches(sel, {"tier": "gpu"})
+    assert not replan._selector_matches(sel, {"tier": "gpu", "canary": "1"})
+    assert not replan._selector_matches(sel, {"tier": "cpu"})
+    assert replan._selector_matches({}, {"x": "1"}) and not replan._selector_matches(None, {"x": "1"})
+    with pytest.raises(GpuOpsError, match="node_configs"):
+        replan.rollout_guard({"decisions": []}, [])
+    with pytest.raises(GpuOpsError, match="pods must be a list"):
+        replan.rollout_guard(_plan([]), None)
+
+
+def test_loop_on_a_small_fleet_one_node_changes_within_the_budget():
+    """Two A100 nodes at all-1g.10gb; a model server fills node 1's seven 1g slices (declared 7 replicas); two pods
+    pend for 3g.40gb: the re-plan changes node 2 only (budget 1 GPU) and keeps node 1."""
+    nodes = [{"name": "n%d" % i, "gpus": [{"model": A100, "count": 1}], "current": "all-1g.10gb"} for i in (1, 2)]
+    demand = [{"tenant": "serve", "name": "model", "replicas": 7, "memory_gb": 9, "kind": "inference",
+               "isolation": "strict"}]
+    pods = [mig_pod("llm-6c-%d" % i, ns="team-a", owner=("ReplicaSet", "llm-6c")) for i in range(2)]
+    out = pending.pending_demand(pods, demand=demand, now=NOW)
+    for solver_name in ("heuristic", "exact"):
+        plan = solver.plan({"nodes": nodes, "demand": out["demand"], "disruption_budget": 1, "solver": solver_name})
+        assert plan["summary"]["reconfigured_gpus"] <= 1
+        assert not plan["unplaced"], plan["unplaced"]
+        changed = replan.changed_nodes(plan)
+        assert list(changed) == ["n2"], (solver_name, plan["node_configs"])
