@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -47,7 +49,7 @@ _value:
 
 
 def _is_hostvars(value):
-    return isinstance(value, dict) and ("gpu_product" in value or "gpuops_k8s_node_name" in value)
+    return isinstance(value, Mapping) and ("gpu_product" in value or "gpuops_k8s_node_name" in value)
 
 
 def gpu_plan_nodes(value):
@@ -55,13 +57,14 @@ def gpu_plan_nodes(value):
         if isinstance(value, list):
             hv = {}
             for i, item in enumerate(value):
-                if not isinstance(item, dict):
+                if not isinstance(item, Mapping):  # hostvars arrive as a Mapping, not a dict (ansible-core 2.19)
                     raise GpuOpsError("gpu_plan_nodes: item %d is not a mapping of host vars" % i)
+                item = dict(item)
                 hv[item.get("inventory_hostname") or item.get("gpuops_k8s_node_name") or str(i)] = item
             return plan_demand.nodes_from_hostvars(hv)
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
             if value and all(_is_hostvars(v) for v in value.values()):
-                return plan_demand.nodes_from_hostvars(value)
+                return plan_demand.nodes_from_hostvars(dict((k, dict(v)) for k, v in value.items()))
             return plan_demand.nodes_from_facts(value)
         raise GpuOpsError("gpu_plan_nodes needs a mapping host -> gpu_info result, or gpu_nodes host vars "
                           "(a list or a mapping), got %s" % type(value).__name__)

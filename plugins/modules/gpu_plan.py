@@ -48,6 +48,8 @@ options:
       - C(current) is today's MIG layout - a mig.config name (C(all-disabled), C(all-balanced), C(all-<profile>), or a
         config of O(current_configs)), a mapping profile to count, or a list with one of those per GPU. Build the list
         with the filters C(gpuops.k8s.gpu_plan_nodes) (from gpu_info facts or gpu_nodes inventory host vars).
+      - C(busy) is the number of GPU pods running on the node (the filter C(gpuops.k8s.gpu_replan_nodes) sets it): on
+        equal cost a plan keeps the layouts of busy nodes and changes idle nodes first.
     type: list
     elements: dict
     required: true

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The planner's inputs: nodes, demand, prices and options, validated with errors that name the valid choices.
 
-* :func:`parse_nodes` - ``[{name, gpus: [{model, count}], labels?, current?}]``; ``model`` an NVML name, a catalog
+* :func:`parse_nodes` - ``[{name, gpus: [{model, count}], labels?, current?, busy?}]``; ``model`` an NVML name, a catalog
   key or a PCI id; ``current`` the node's MIG layout today: a mig.config name (``all-disabled``, ``all-balanced``,
   ``all-<profile>`` or a config of ``current_configs``), a mapping profile -> count (every MIG GPU), or a list with
   one of those (or null) per GPU.
@@ -32,11 +32,12 @@ OBJECTIVES = ("min_cost", "min_gpus")
 SOLVERS = ("auto", "exact", "heuristic")
 DEMAND_KEYS = ("tenant", "name", "replicas", "memory_gb", "compute", "kind", "isolation", "priority",
                "gpus_per_replica")
-NODE_KEYS = ("name", "gpus", "labels", "current")
+NODE_KEYS = ("name", "gpus", "labels", "current", "busy")
 WHOLE = ()  # a GPU's layout: WHOLE (MIG disabled or no MIG) or a sorted tuple of (profile, count)
 
-# One node: GPU models by index, labels, current layout per GPU (None: unknown) and its mig.config name.
-Node = namedtuple("Node", ["name", "models", "labels", "current", "current_name"])
+# One node: GPU models by index, labels, current layout per GPU (None: unknown), its mig.config name, and how many
+# GPU pods run on it (``busy``: on equal cost a plan keeps busy nodes' layouts and changes idle nodes first).
+Node = namedtuple("Node", ["name", "models", "labels", "current", "current_name", "busy"])
 
 # One demand item.
 Item = namedtuple("Item", ["index", "tenant", "name", "replicas", "memory_gb", "compute", "kind", "isolation",
@@ -179,7 +180,8 @@ def parse_nodes(nodes, current_configs=None):
         if not isinstance(labels, dict):
             _fail("%s.labels must be a mapping" % where)
         current, cname = _current_layouts(n.get("current"), models, configs, where + ".current")
-        out.append(Node(name, tuple(models), dict(labels), tuple(current), cname))
+        busy = validation.number(n.get("busy") or 0, where + ".busy", 0, integer=True)
+        out.append(Node(name, tuple(models), dict(labels), tuple(current), cname, busy))
     return out
 
 

@@ -44,7 +44,8 @@ class Fleet(object):
         for ni, node in enumerate(nodes):
             cost = self.mig_disable_cost(ni)
             for key, gpus in self.free[ni].items():
-                self.buckets.setdefault(key, {}).setdefault(len(gpus), []).append((cost, ni))
+                # idle nodes first: on equal cost a new layout goes where no GPU pod runs
+                self.buckets.setdefault(key, {}).setdefault(len(gpus), []).append((cost, node.busy > 0, ni))
         for key in self.buckets:
             for count in self.buckets[key]:
                 self.buckets[key][count].sort()
@@ -116,9 +117,9 @@ class Fleet(object):
         fits = []
         for count in sorted(buckets):
             lst = buckets[count]
-            while lst and self.cls[lst[0][1]] is not None:
+            while lst and self.cls[lst[0][2]] is not None:
                 lst.pop(0)
-            for pos, (cost, ni) in enumerate(lst):
+            for pos, (cost, dummy_busy, ni) in enumerate(lst):
                 if self.cls[ni] is not None:
                     continue
                 if cls != "mig" and left is not None and self.mig_disable_cost(ni) > left:
@@ -219,6 +220,8 @@ class Fleet(object):
                     cur = node.current[gi]
                     if cur is not None and node.models[gi].profiles:
                         index.setdefault((key, cur), []).append((ni, gi))
+        for spots in index.values():  # busy nodes keep their layouts first
+            spots.sort(key=lambda s: (-self.nodes[s[0]].busy, s[0], s[1]))
         for (cls, key), todo in singles.items():
             if cls != "mig":
                 continue
@@ -242,7 +245,7 @@ class Fleet(object):
         for count in sorted(self.buckets.get(key) or {}):
             if count < need:
                 continue
-            for cost, ni in self.buckets[key][count]:
+            for cost, dummy_busy, ni in self.buckets[key][count]:
                 if self.cls[ni] is None:
                     best = ni
                     break

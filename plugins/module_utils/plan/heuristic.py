@@ -119,6 +119,8 @@ def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
             if fleet.cls[ni] not in (None, "mig"):
                 continue
             groups.setdefault((model.key, lay), []).append((ni, gi))
+    for gpus in groups.values():  # busy nodes keep their layouts first
+        gpus.sort(key=lambda s: (-fleet.nodes[s[0]].busy, s[0], s[1]))
     models = dict((m.key, m) for n in fleet.nodes for m in n.models)
     order = sorted(groups, key=lambda g: (-len(groups[g]), g))
     by_prof = {}

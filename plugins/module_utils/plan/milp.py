@@ -248,6 +248,8 @@ def _formulate(nodes, items, options, prices, objective, budget, placed=None, bo
         types = OrderedDict()
         for ni, n in enumerate(nodes):
             types.setdefault((tuple(m.key for m in n.models), n.current), []).append(ni)
+        for members in types.values():  # a node opened for another class changes: idle nodes first
+            members.sort(key=lambda ni: (nodes[ni].busy > 0, ni))
         info["types"] = types
         for tk, members in types.items():
             zs = {}

@@ -15,7 +15,8 @@ Each such pod joins the demand:
 * a pod of an item of ``demand`` (label ``gpuops.k8s/demand-item`` or namespace + workload, as plan/workloads.py
   maps pods) raises that item's ``replicas`` to its running plus pending pods, when that is more than declared;
 * the other pods make new items, one per namespace, workload and resource: tenant = namespace, name = workload,
-  replicas = its pending pods, sized so that the planner picks the profile they ask for - ``mig-3g.40gb`` ->
+  replicas = its pending plus running pods (running GPU pods of no item are demand too: a re-plan that left them
+  out would take their slices away), sized so that the planner picks the profile they ask for - ``mig-3g.40gb`` ->
   ``memory_gb: 40, compute: 3/7`` (rounded down), ``isolation: strict``; ``nvidia.com/gpu: N`` -> whole GPUs
   (``gpus_per_replica: N``); ``gpu.shared`` -> ``isolation: shared`` with ``shared_memory_gb``.
 
@@ -161,17 +162,23 @@ def _item_name(text):
     return name or "pending"
 
 
-def _running_per_item(pods, keys):
-    out = {}
+def _owner(meta):
+    refs = meta.get("ownerReferences") or []
+    return {"kind": refs[0].get("kind"), "name": refs[0].get("name")} if refs else None
+
+
+def running_gpu_pods(pods):
+    """The running pods that hold NVIDIA resources: ``[{namespace, name, labels, owner, resources, node}]``."""
+    out = []
     for pod in pods or []:
-        if (pod.get("status") or {}).get("phase") != "Running" or not gpu_requests(pod):
+        if (pod.get("status") or {}).get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
             continue
-        meta = _meta(pod)
-        refs = meta.get("ownerReferences") or []
-        owner = {"kind": refs[0].get("kind"), "name": refs[0].get("name")} if refs else None
-        key = workloads.item_for_pod(meta.get("namespace", ""), meta.get("name", ""), keys, meta.get("labels"), owner)
-        if key is not None:
-            out[key] = out.get(key, 0) + 1
+        asked = gpu_requests(pod)
+        if asked:
+            meta = _meta(pod)
+            out.append({"namespace": str(meta.get("namespace", "")), "name": str(meta.get("name", "")),
+                        "labels": meta.get("labels") or {}, "owner": _owner(meta), "resources": asked,
+                        "node": (pod.get("spec") or {}).get("nodeName")})
     return out
 
 
@@ -205,11 +212,22 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
         facts["item"] = workloads.item_for_pod(facts["namespace"], facts["name"], keys, facts["labels"], facts["owner"])
         pending.append(facts)
 
-    running = _running_per_item(pods, keys)
+    running = {}
+    busy = {}
+    extra = {}
+    for r in running_gpu_pods(pods):
+        if r["node"]:
+            busy[r["node"]] = busy.get(r["node"], 0) + 1
+        key = workloads.item_for_pod(r["namespace"], r["name"], keys, r["labels"], r["owner"])
+        if key is not None:
+            running[key] = running.get(key, 0) + 1
+            continue
+        workload = workloads.workload_of(r["name"], r["owner"])
+        for res, count in sorted(r["resources"].items()):
+            extra.setdefault((r["namespace"], workload, res, count), {"running": [], "pending": []})["running"].append(r)
     new_demand = [dict(d) for d in demand]
     changes = []
     per_item = {}
-    extra = {}
     for p in pending:
         if p["item"] is not None:
             per_item[p["item"]] = per_item.get(p["item"], 0) + 1
@@ -217,7 +235,7 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
         workload = workloads.workload_of(p["name"], p["owner"])
         for res, count in sorted(p["resources"].items()):
             ekey = (p["namespace"], workload, res, count)
-            extra.setdefault(ekey, []).append(p)
+            extra.setdefault(ekey, {"running": [], "pending": []})["pending"].append(p)
     for key, n in sorted(per_item.items()):
         i = by_key[key]
         want = running.get(key, 0) + n
@@ -233,6 +251,7 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
                     key[0], key[1], before, reason)
     used_names = set(keys)
     for (ns, workload, res, count), group in sorted(extra.items()):
+        # running GPU pods of no item hold their slices: they are demand too, or a re-plan would take them away
         name = _item_name(workload)
         if len([k for k in extra if k[0] == ns and _item_name(k[1]) == name]) > 1:
             name = _item_name("%s-%s" % (workload, res.split("/")[-1].replace(".", "-")))
@@ -241,17 +260,19 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
         used_names.add((ns, name))
         size = size_for(res, count, shared_memory_gb)
         per = size.pop("gpus_per_replica", None)
-        entry = {"tenant": ns, "name": name, "replicas": len(group)}
+        n_run, n_pend = len(group["running"]), len(group["pending"])
+        entry = {"tenant": ns, "name": name, "replicas": n_run + n_pend}
         entry.update(size)
         if per and per > 1:
             entry["gpus_per_replica"] = per
-        prios = [p["priority"] for p in group if isinstance(p.get("priority"), int)]
+        prios = [p["priority"] for p in group["pending"] if isinstance(p.get("priority"), int)]
         if prios and max(prios):
             entry["priority"] = max(prios)
         new_demand.append(entry)
-        reason = "%d pod(s) of %s/%s pending for %s x%d: new item %s/%s" % (len(group), ns, workload, res, count, ns, name)
+        reason = "%d running and %d pending pod(s) of %s/%s (no demand item) ask for %s x%d: new item %s/%s" % (
+            n_run, n_pend, ns, workload, res, count, ns, name)
         changes.append({"tenant": ns, "name": name, "field": "item", "before": None, "after": entry, "reason": reason})
-        for p in group:
+        for p in group["pending"]:
             p["reason"] = reason
             p["item"] = (ns, name)
 
@@ -270,4 +291,4 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
                     "item": {"tenant": p["item"][0], "name": p["item"][1]}, "reason": p.get("reason", ""),
                     "message": p["message"], "since": p["since"]} for p in pending]
     return {"demand": new_demand, "changes": changes, "pending": out_pending, "ignored": ignored,
-            "resources": resources, "changed": bool(changes)}
+            "resources": resources, "busy_nodes": busy, "changed": bool(changes)}

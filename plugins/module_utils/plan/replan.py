@@ -97,3 +97,29 @@ def rollout_guard(plan, pods, pdbs=None):
         else:
             roll.append(node)
     return {"roll": roll, "deferred": deferred, "changed": changed}
+
+
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+
+
+def planner_nodes(nodes, k8s_nodes=None, busy=None):
+    """The planner's node list for a re-plan: each node's ``current`` from its live ``nvidia.com/mig.config`` label
+    (the inventory may be older than the last rollout) and ``busy``, its running GPU pods (on equal cost the planner
+    keeps busy nodes' layouts and changes idle nodes first)."""
+    if not isinstance(nodes, list):
+        raise GpuOpsError("nodes must be gpu_plan's node list, got %s" % type(nodes).__name__)
+    live = {}
+    for n in k8s_nodes or []:
+        meta = n.get("metadata") or {}
+        label = (meta.get("labels") or {}).get(MIG_CONFIG_LABEL)
+        if label:
+            live[meta.get("name")] = label
+    busy = busy or {}
+    out = []
+    for n in nodes:
+        n = dict(n)
+        if n.get("name") in live:
+            n["current"] = live[n["name"]]
+        n["busy"] = int(busy.get(n.get("name"), 0))
+        out.append(n)
+    return out

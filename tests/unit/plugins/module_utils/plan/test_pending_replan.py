@@ -160,3 +160,42 @@ def test_loop_on_a_small_fleet_one_node_changes_within_the_budget():
         assert not plan["unplaced"], plan["unplaced"]
         changed = replan.changed_nodes(plan)
         assert list(changed) == ["n2"], (solver_name, plan["node_configs"])
+
+
+def test_running_gpu_pods_of_no_item_are_demand_too_and_their_nodes_are_busy():
+    running = [pod("embed-5b-x%d" % i, ns="team-c", resources={"nvidia.com/mig-2g.20gb": 1}, phase="Running",
+                   node="n1", owner=("ReplicaSet", "embed-5b")) for i in range(2)]
+    waiting = [mig_pod("embed-5b-y0", ns="team-c", profile="2g.20gb", owner=("ReplicaSet", "embed-5b"))]
+    out = pending.pending_demand(running + waiting, now=NOW)
+    assert out["demand"] == [{"tenant": "team-c", "name": "embed", "replicas": 3, "memory_gb": 20.0, "compute": 0.2857,
+                              "isolation": "strict", "kind": "inference"}]
+    assert out["changes"][0]["reason"] == ("2 running and 1 pending pod(s) of team-c/embed (no demand item) ask for "
+                                           "nvidia.com/mig-2g.20gb x1: new item team-c/embed")
+    assert out["busy_nodes"] == {"n1": 2}
+    assert [p["name"] for p in out["pending"]] == ["embed-5b-y0"]
+
+
+@pytest.mark.parametrize("solver_name", ["heuristic", "exact"])
+@pytest.mark.parametrize("order", [(1, 2), (2, 1)])
+def test_busy_nodes_keep_their_layout_whatever_the_node_order(solver_name, order):
+    """The same fleet as above, the busy node listed first or last: the plan always changes the idle one."""
+    nodes = [{"name": "n%d" % i, "gpus": [{"model": A100, "count": 1}], "current": "all-1g.10gb",
+              "busy": 1 if i == 1 else 0} for i in order]
+    demand = [{"tenant": "serve", "name": "model", "replicas": 7, "memory_gb": 9, "kind": "inference",
+               "isolation": "strict"},
+              {"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40, "compute": 0.4285,
+               "kind": "inference", "isolation": "strict"}]
+    plan = solver.plan({"nodes": nodes, "demand": demand, "disruption_budget": 1, "solver": solver_name})
+    assert not plan["unplaced"] and list(replan.changed_nodes(plan)) == ["n2"], plan["node_configs"]
+    with pytest.raises(GpuOpsError, match="busy"):
+        solver.plan({"nodes": [dict(nodes[0], busy=-1)], "demand": demand})
+
+
+def test_planner_nodes_take_the_live_label_and_the_busy_count():
+    nodes = [{"name": "a", "gpus": [{"model": A100, "count": 1}], "current": "all-1g.10gb"},
+             {"name": "b", "gpus": [{"model": A100, "count": 1}]}]
+    live = [{"metadata": {"name": "a", "labels": {"nvidia.com/mig.config": "plan-x"}}}, {"metadata": {"name": "b"}}]
+    out = replan.planner_nodes(nodes, live, {"a": 3})
+    assert [(n["name"], n.get("current"), n.get("busy")) for n in out] == [("a", "plan-x", 3), ("b", None, 0)]
+    with pytest.raises(GpuOpsError, match="node list"):
+        replan.planner_nodes({"a": 1})

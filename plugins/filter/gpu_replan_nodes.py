@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter ``gpuops.k8s.gpu_replan_nodes``: gpu_plan's node list for a re-plan (live layouts, busy nodes marked)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import replan
+
+DOCUMENTATION = r"""
+name: gpu_replan_nodes
+short_description: gpuops.k8s.gpu_plan's node list for a re-plan - live MIG layouts, busy nodes marked
+version_added: "0.1.0"
+author: gpuops.k8s contributors (@gpuops)
+description:
+  - Sets each node's C(current) from the live C(nvidia.com/mig.config) label of its Node (the inventory may be older
+    than the last rollout) and C(busy) from the running GPU pods per node, so that on equal cost the planner keeps
+    busy nodes' layouts and changes idle nodes first.
+options:
+  _input:
+    description: gpu_plan's node list (e.g. from the gpuops.k8s.gpu_plan_nodes filter).
+    type: list
+    elements: dict
+    required: true
+  k8s_nodes:
+    description: Node resources (kubernetes.core.k8s_info).
+    type: list
+    elements: dict
+  busy:
+    description: Running GPU pods per node (gpu_pending_demand's C(busy_nodes)).
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Nodes for the re-plan
+  ansible.builtin.set_fact:
+    replan_nodes: "{{ plan_nodes | gpuops.k8s.gpu_replan_nodes(k8s_nodes.resources, replan_pending.busy_nodes) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The node list, C(current) from the live label where the Node has one, C(busy) the running GPU pods.
+  type: list
+  elements: dict
+"""
+
+
+def gpu_replan_nodes(nodes, k8s_nodes=None, busy=None):
+    try:
+        return replan.planner_nodes(nodes, k8s_nodes, busy)
+    except (GpuOpsError, KeyError, TypeError, AttributeError) as e:
+        raise AnsibleFilterError("gpu_replan_nodes: %s" % e)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gpu_replan_nodes": gpu_replan_nodes}
