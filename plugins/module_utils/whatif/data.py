@@ -37,11 +37,15 @@ MILLI = 1000
 # cpu_milli / memory_mib / pods: None means "not limited" (a node list without CPU or memory facts).
 Node = namedtuple("Node", ["name", "cpu_milli", "memory_mib", "gpus", "model", "pods", "labels"])
 # gpu_spec: tuple of accepted models (empty tuple: any model); order: creation time (or row order).
-Pod = namedtuple("Pod", ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time", "qos"])
+# deletion_time / scheduled_time: seconds, as the trace gives them (None when absent); read for the
+# replay with departures (departures.py), ignored by the FGD protocol.
+Pod = namedtuple("Pod", ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time", "qos",
+                         "deletion_time", "scheduled_time"])
+Pod.__new__.__defaults__ = (None, None)
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu")
-POD_OPTIONAL = ("gpu_milli", "gpu_spec", "qos", "creation_time")
+POD_OPTIONAL = ("gpu_milli", "gpu_spec", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
 def _fail(where, column, message):
@@ -115,9 +119,13 @@ def make_pod(where, row, index):
     if num > 1 and milli < MILLI:
         _fail(where, "gpu_milli", "a multi-GPU pod (num_gpu %d) takes whole GPUs: gpu_milli must be 1000, not %d" % (num, milli))
     created = _number(where, "creation_time", row.get("creation_time"))
+    deleted = _number(where, "deletion_time", row.get("deletion_time"))
+    scheduled = _number(where, "scheduled_time", row.get("scheduled_time"))
+    if created is not None and deleted is not None and deleted < created:
+        _fail(where, "deletion_time", "%g is before the creation_time %g" % (deleted, created))
     qos = row.get("qos")
     qos = str(qos).strip() if qos is not None and str(qos).strip() else None
-    return Pod(name, cpu, mem, num, milli, _spec(row.get("gpu_spec")), created, qos)
+    return Pod(name, cpu, mem, num, milli, _spec(row.get("gpu_spec")), created, qos, deleted, scheduled)
 
 
 def make_node(where, name, cpu, mem, gpus, model, pods=None, labels=None):

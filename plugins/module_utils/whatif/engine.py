@@ -7,7 +7,8 @@
 State per node: CPU, memory and pod slots left, and per GPU the milli-GPU left (0..1000). A pod
 arrives, the feasible nodes are found (filter), scored by the policy, the best is taken (ties:
 uniformly at random, as kube-scheduler's selection does), GPUs are picked inside the node, and the
-node's state changes. Pods never leave (the protocol of the FGD artefact). After every arrival the
+node's state changes. Pods never leave (the protocol of the FGD artefact; departures.py makes them
+leave with ``unplace``). After every arrival the
 engine records the arrived GPU request, the allocated GPU milli and the fragmented GPU milli; the
 curve (metrics.py) is made from those events.
 
@@ -284,6 +285,34 @@ class _Replay(object):
         return score[idx], gpu
 
     # ------------------------------------------------------------------ replay
+    def choose(self, cpu, mem, num, milli, spec):
+        """``(node, GPU hint)`` for one pod on the current state; node -1 when none fits."""
+        scoring = self.scoring
+        f = self.feasible(cpu, mem, num, milli, spec)
+        idx = self._nodes_to_score(f) if scoring == "kube-default" else np.flatnonzero(f)
+        hint = None
+        if len(idx) == 0:
+            node = -1
+        elif len(idx) == 1 and scoring != "fgd":
+            node = int(idx[0])
+        elif scoring == "random":
+            node = int(idx[self.rng.randrange(len(idx))])
+        elif scoring == "best-fit":
+            node = self._pick(idx, self._score_best_fit(idx, cpu, self.request_milli(num, milli, idx)))
+        elif scoring == "dot-product":
+            node = self._pick(idx, self._score_dot(idx, cpu, self.request_milli(num, milli, idx)))
+        elif scoring == "packing":
+            node = self._pick(idx, self.score_packing(idx, num, milli))
+        elif scoring == "clustering":
+            node = self._pick(idx, self._score_clustering(idx, num, milli))
+        elif scoring == "kube-default":
+            node = self._pick(idx, self._score_kube(idx, cpu, mem))
+        else:  # fgd
+            scores, gpus = self.score_fgd(idx, nonzero_cpu(cpu), num, milli)
+            node = self._pick(idx, scores)
+            hint = gpus[node]
+        return node, hint
+
     def run(self, progress=None):
         arrivals = self.arrivals
         ev = Events(len(arrivals))
@@ -291,32 +320,9 @@ class _Replay(object):
         allocated = 0.0
         served = 0.0
         total = float(self.c.total_milli)
-        scoring = self.scoring
         for k, (cpu, mem, num, milli, req, spec) in enumerate(arrivals):
             arrived += req
-            f = self.feasible(cpu, mem, num, milli, spec)
-            idx = self._nodes_to_score(f) if scoring == "kube-default" else np.flatnonzero(f)
-            hint = None
-            if len(idx) == 0:
-                node = -1
-            elif len(idx) == 1 and scoring != "fgd":
-                node = int(idx[0])
-            elif scoring == "random":
-                node = int(idx[self.rng.randrange(len(idx))])
-            elif scoring == "best-fit":
-                node = self._pick(idx, self._score_best_fit(idx, cpu, self.request_milli(num, milli, idx)))
-            elif scoring == "dot-product":
-                node = self._pick(idx, self._score_dot(idx, cpu, self.request_milli(num, milli, idx)))
-            elif scoring == "packing":
-                node = self._pick(idx, self.score_packing(idx, num, milli))
-            elif scoring == "clustering":
-                node = self._pick(idx, self._score_clustering(idx, num, milli))
-            elif scoring == "kube-default":
-                node = self._pick(idx, self._score_kube(idx, cpu, mem))
-            else:  # fgd
-                scores, gpus = self.score_fgd(idx, nonzero_cpu(cpu), num, milli)
-                node = self._pick(idx, scores)
-                hint = gpus[node]
+            node, hint = self.choose(cpu, mem, num, milli, spec)
             if node < 0:
                 self.failed.append(k)
             else:
@@ -359,6 +365,18 @@ class _Replay(object):
         self.mem_nz[node] += mem * 1048576 if mem > 0 else DEFAULT_MEMORY_BYTES
         if num:
             self.aff[node, self._kind(num, milli)] += 1
+        self.version[node] += 1
+
+
+    def _unplace_common(self, node, cpu, mem, num, milli):
+        """Undo :meth:`_place_common` (a pod leaves; departures.py)."""
+        self.cpu_left[node] += cpu
+        self.mem_left[node] += mem
+        self.pods_left[node] += 1
+        self.cpu_nz[node] -= nonzero_cpu(cpu)
+        self.mem_nz[node] -= mem * 1048576 if mem > 0 else DEFAULT_MEMORY_BYTES
+        if num:
+            self.aff[node, self._kind(num, milli)] -= 1
         self.version[node] += 1
 
 
@@ -427,16 +445,37 @@ class MilliReplay(_Replay):
 
     def place(self, node, cpu, mem, num, milli, hint):
         self._place_common(node, cpu, mem, num, milli)
+        self.last_gpus = []
         if num:
             row = self.gl[node]
-            for i in self._gpus_for(node, num, milli, hint):
+            self.last_gpus = self._gpus_for(node, num, milli, hint)
+            for i in self.last_gpus:
                 row[i] -= milli
-            valid = row[row >= 0]
-            self.total_left[node] = int(valid.sum())
-            self.full[node] = int((valid == MILLI).sum())
-            self.max_left[node] = int(valid.max()) if len(valid) else -1
+            self._refresh(node)
         self.frag.update(node, self.gl[node], self.cpu_left[node])
         return float(num * milli)
+
+    def _refresh(self, node):
+        row = self.gl[node]
+        valid = row[row >= 0]
+        self.total_left[node] = int(valid.sum())
+        self.full[node] = int((valid == MILLI).sum())
+        self.max_left[node] = int(valid.max()) if len(valid) else -1
+
+    def unplace(self, node, cpu, mem, num, milli, gpus):
+        """A pod placed with ``gpus`` (``last_gpus`` after its :meth:`place`) leaves."""
+        self._unplace_common(node, cpu, mem, num, milli)
+        if num:
+            row = self.gl[node]
+            for i in gpus:
+                row[i] += milli
+            self._refresh(node)
+        self.frag.update(node, self.gl[node], self.cpu_left[node])
+        return float(num * milli)
+
+    def held_gpus(self):
+        """GPUs with at least one pod on them."""
+        return int(((self.gl >= 0) & (self.gl < MILLI)).sum())
 
 
 class SliceReplay(_Replay):
@@ -461,6 +500,7 @@ class SliceReplay(_Replay):
         valid = np.arange(g)[None, :] < cluster.ngpu[:, None]
         self.fm = np.where(valid, MILLI * SCALE, -1).astype(np.int64)  # free (unallocated) scaled milli per GPU
         self.used = np.zeros((n, g), dtype=bool)
+        self.reconf = np.zeros((n, g), dtype=bool)  # being reconfigured (set_gpu_units)
         self.nf = self.fc.sum(axis=1)  # [N, K] free units per node
         self.total_left = cluster.ngpu * (MILLI * SCALE)
         # kinds present per model, and the request -> kind map per model
@@ -559,18 +599,87 @@ class SliceReplay(_Replay):
     def place(self, node, cpu, mem, num, milli, hint):
         self._place_common(node, cpu, mem, num, milli)
         got = 0.0
+        self.last_gpus = (None, [])
         if num:
             q = int(self.kind_nodes(milli)[node])
             size = int(self.size_s[q])
-            for gi in self._units_for(node, num, q, hint):
+            gpus = self._units_for(node, num, q, hint)
+            for gi in gpus:
                 self.fc[node, gi, q] -= 1
                 self.fm[node, gi] -= size
                 self.used[node, gi] = True
             self.nf[node, q] -= num
             self.total_left[node] -= size * num
             got = size * num / float(SCALE)
+            self.last_gpus = (q, gpus)
         self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
         return got
+
+    def unplace(self, node, cpu, mem, num, milli, gpus):
+        """A pod placed on ``gpus`` (``last_gpus`` after its :meth:`place`: unit kind, GPU per unit) leaves."""
+        self._unplace_common(node, cpu, mem, num, milli)
+        got = 0.0
+        q, per_unit = gpus
+        if num:
+            size = int(self.size_s[q])
+            for gi in per_unit:
+                self.fc[node, gi, q] += 1
+                self.fm[node, gi] += size
+                self.used[node, gi] = self.fm[node, gi] != MILLI * SCALE
+            self.nf[node, q] += num
+            self.total_left[node] += size * num
+            got = size * num / float(SCALE)
+        self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
+        return got
+
+    def held_gpus(self):
+        """GPUs with at least one pod on them (or being reconfigured: see set_gpu_units)."""
+        return int(self.used.sum())
+
+    def gpu_empty(self, node, gi):
+        return not self.used[node, gi]
+
+    def gpu_units(self, node, gi):
+        """The unit kinds of one GPU now (free ones: the GPU must be empty to be meaningful)."""
+        out = []
+        for u in np.flatnonzero(self.fc[node, gi]):
+            out.extend([int(u)] * int(self.fc[node, gi, u]))
+        return out
+
+    def set_gpu_units(self, node, gi, units):
+        """Replace the units of an empty GPU (``units`` None: the GPU is taken away while it is being
+        reconfigured - no units, counted as used and fully allocated)."""
+        if self.used[node, gi] and not self.reconf[node, gi]:
+            raise GpuOpsError("GPU %d of node %s runs pods; only an empty GPU is reconfigured" % (gi, self.c.names[node]))
+        before = self.fc[node, gi].copy()
+        self.nf[node] -= before
+        self.fc[node, gi] = 0
+        if units is None:
+            if self.fm[node, gi] == MILLI * SCALE:
+                self.total_left[node] -= MILLI * SCALE
+            self.fm[node, gi] = 0
+            self.used[node, gi] = True
+            self.reconf[node, gi] = True
+        else:
+            for u in units:
+                self.fc[node, gi, u] += 1
+            self.nf[node] += self.fc[node, gi]
+            if self.fm[node, gi] == 0:
+                self.total_left[node] += MILLI * SCALE
+            self.fm[node, gi] = MILLI * SCALE
+            self.used[node, gi] = False
+            self.reconf[node, gi] = False
+        self.version[node] += 1
+        self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
+
+    def use_kinds(self, present):
+        """Pods ask for units among ``present[model]`` (kind indices; replanned: every profile of the
+        model's shape), whatever the layouts hold now; the fragmentation measure follows."""
+        self.present = [set(x) for x in present]
+        self._kmap = {}
+        self.cache = {}
+        self.frag = whatif_frag.SliceFrag(self.typ, self.c, self.table, self.present, self.size_s, SCALE, self.nf,
+                                          self.total_left, self.cpu_left)
 
 
 def isclose(a, b):
