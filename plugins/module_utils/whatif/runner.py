@@ -44,7 +44,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_mod
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SCORINGS
 
-SHARINGS = ("exclusive", "fractional", "mig", "planned")
+SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned")
 MILLI = 1000
 SUMMARY_FIELDS = ("allocated_pct_at_100", "served_pct_at_100", "frag_pct_at_100", "fragmented_gpu_milli",
                   "unscheduled_pods_at_100", "unscheduled_pods", "gpu_hours_saved", "cost_per_hour",
@@ -57,6 +57,9 @@ DEFAULTS = {
     "mig_config": None, "mig_shape": whatif_mig.DEFAULT_SHAPE, "plan": None, "prices": None,
     "tie_break": "auto", "percentage_of_nodes_to_score": None, "typical_threshold": 95,
     "report": None, "report_title": None,
+    # the replay with departures (departures.py) and sharing replanned (replanned.py)
+    "departures": False, "replan_every_h": 6.0, "replan_min_interval_h": 0.5, "replan_budget": "5%",
+    "reconfigure_s": 120.0,
 }
 
 
@@ -122,6 +125,7 @@ def normalise(params):
         raise GpuOpsError("sharing mig needs mig_config ({model: layout}, e.g. {'*': all-balanced})")
     if "planned" in p["sharing"] and not p["plan"]:
         raise GpuOpsError("sharing planned needs plan (the result of gpuops.k8s.gpu_plan)")
+    _check_departures(p)
     if p["prices"] is not None:
         if not isinstance(p["prices"], dict):
             raise GpuOpsError("prices must be a mapping {model: USD per GPU-hour}")
@@ -132,6 +136,33 @@ def normalise(params):
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 100:
         raise GpuOpsError("typical_threshold must be a percentage in (0, 100], not %r" % (t,))
     return p
+
+
+def _hours(p, key, minimum, strict, example):
+    v = p[key]
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    if ok:
+        ok = v > minimum if strict else v >= minimum
+    if not ok:
+        raise GpuOpsError("%s must be a number %s %g (e.g. %s), not %r" % (key, ">" if strict else ">=", minimum, example, v),
+                          valid="%s %g" % (">" if strict else ">=", minimum))
+    p[key] = float(v)
+
+
+def _check_departures(p):
+    """The options of the replay with departures and of sharing replanned."""
+    if not isinstance(p["departures"], bool):
+        raise GpuOpsError("departures must be true or false, not %r" % (p["departures"],))
+    _hours(p, "replan_every_h", 0, True, "6")
+    _hours(p, "replan_min_interval_h", 0, False, "0.5")
+    _hours(p, "reconfigure_s", 0, False, "120")
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
+
+    replanned.budget_gpus(p["replan_budget"], 100)  # the form; the GPU count comes with the cluster
+    if "replanned" in p["sharing"] and not p["departures"]:
+        raise GpuOpsError("sharing replanned needs departures: true (it re-plans as pods arrive and leave over the "
+                          "trace's time); the sharings without departures are: %s"
+                          % ", ".join(s for s in SHARINGS if s != "replanned"), valid=list(SHARINGS[:-1]))
 
 
 def load_inputs(p):
@@ -322,12 +353,12 @@ def mean_curve(curves):
     return out
 
 
-def combine(summaries, seeds):
+def combine(summaries, seeds, fields=SUMMARY_FIELDS):
     if len(summaries) == 1:
         return dict(summaries[0])
     out = {}
     spread = {}
-    for f in SUMMARY_FIELDS:
+    for f in fields:
         vals = [s[f] for s in summaries]
         m = _mean(vals)
         out[f] = _r(m, 2) if m is not None else None
@@ -363,6 +394,10 @@ def run(params, progress=None, clock=time.time):
         if sharing in ("mig", "planned"):
             layouts_for(sharing, nodes_all, p)
     t_load = clock() - t0
+    if p["departures"]:
+        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import timed
+
+        return timed.run(p, nodes_all, pods, t0, t_load, progress, clock)
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
 

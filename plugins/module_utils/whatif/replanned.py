@@ -1,0 +1,331 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``sharing: replanned``: MIG layouts re-planned by the collection's planner while the trace is replayed
+with departures (departures.py).
+
+* The cluster starts from ``plan`` (a gpu_plan result) when given, else from ``mig_config``, else with MIG
+  disabled everywhere (today's whole GPUs). GPUs that cannot do MIG are shaped like ``mig_shape``, as for
+  ``mig`` and ``planned``. A pod asks for the smallest profile of the shape that holds its share (every
+  usable profile counts as present, since any of them may appear after a re-plan).
+* A re-plan runs every ``replan_every_h`` hours, and when pods are pending, at most once per
+  ``replan_min_interval_h`` (the debounce; a pending pod that meets the debounce is looked at again when it
+  ends).
+* Demand of a re-plan, per unit kind (MIG profile or whole GPU): the pods pending now plus the pods that
+  arrived in the last ``replan_every_h`` hours (a forecast: the next window brings as many), less the free
+  units and the units being installed. Pods are grouped by the GPU models they accept (``gpu_spec``; none:
+  every model); only a positive deficit calls the planner.
+* The reduced problem: one call of ``plan.solver.plan`` (``solver: heuristic``, ``objective: min_gpus``, no
+  LP bound) per deficit group, on the *empty* GPUs of one GPU model only (the group's model with the most of
+  them; at most ``max(8, 2 x the GPUs the deficit needs, the budget left)`` of them, those whose layouts hold
+  the most surplus units first), each with its current layout (``current``: the planner's churn rule keeps
+  what the demand fills), ``disruption_budget`` the budget left. Busy GPUs are never in the problem, so a
+  running pod is never evicted; at most ``replan_budget`` GPUs change per re-plan.
+* A GPU whose layout changes is unavailable (no units, counted as held) for ``reconfigure_s`` seconds, then
+  offers its new units and the pending pods are retried.
+
+Pure Python over the engine's numpy arrays; controller side only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
+from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as plan_options
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver as plan_solver
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - engine.need_numpy reports it
+    np = None
+
+WHOLE = whatif_mig.WHOLE
+DEFAULT_BUDGET = "5%"
+
+
+def budget_gpus(value, total_gpus):
+    """``replan_budget`` -> GPUs per re-plan: an integer >= 0, or ``"N%"`` of the cluster's GPUs (0 < N <= 100,
+    rounded down, at least 1)."""
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, float) and value >= 0 and value == int(value):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("%"):
+            try:
+                pct = float(text[:-1])
+            except ValueError:
+                pct = None
+            if pct is not None and 0 < pct <= 100 and math.isfinite(pct):
+                return max(1, int(total_gpus * pct / 100.0))
+        elif text.isdigit():
+            return int(text)
+    raise GpuOpsError("replan_budget must be a number of GPUs >= 0 (e.g. 300) or a percentage of the cluster's GPUs "
+                      "in (0, 100] (e.g. '5%%'), not %r" % (value,), valid="integer >= 0 or 'N%' with 0 < N <= 100")
+
+
+def usable_kinds(table, shape):
+    """Unit kinds (registered in ``table``) of every profile the planner hands out on ``shape``, whole GPU first."""
+    out = [WHOLE]
+    for p in plan_options.usable_profiles(shape):
+        k = table.kind(shape, p)
+        if k not in out:
+            out.append(k)
+    return out
+
+
+def layout_of(units, table):
+    """A GPU's unit list -> the planner's ``current`` (``all-disabled``, ``{profile: count}``)."""
+    if not units:
+        return None
+    if units == [WHOLE]:
+        return "all-disabled"
+    if WHOLE in units:
+        return None
+    out = {}
+    for u in units:
+        out[table.kinds[u].profile] = out.get(table.kinds[u].profile, 0) + 1
+    return out
+
+
+class Replanner(object):
+    """Re-plans for one DepartureReplay on a SliceReplay ``engine``. ``shapes``: per model index of the
+    cluster, the catalog model whose MIG geometry it has."""
+
+    def __init__(self, engine, cluster, table, shapes, every_h=6.0, min_interval_h=0.5, budget=1, reconfigure_s=120.0,
+                 clock=time.perf_counter):
+        self.e = engine
+        self.c = cluster
+        self.table = table
+        self.shapes = shapes
+        self.every_s = float(every_h) * 3600.0
+        self.min_s = float(min_interval_h) * 3600.0
+        self.budget = int(budget)
+        self.reconfigure_s = float(reconfigure_s)
+        self.clock = clock
+        self.kinds = [usable_kinds(table, s) for s in shapes]
+        self.last = None
+        self.recent = deque()
+        self.inflight = {}
+        self.next_id = 0
+        self.replans = 0
+        self.planner_calls = 0
+        self.planner_seconds = 0.0
+        self.log = []  # (seconds, GPUs whose layout changed)
+        self.dr = None
+        self._kind_cache = {}
+        self._unit_cache = {}
+
+    # ------------------------------------------------------------------ hooks of DepartureReplay
+    def attach(self, dr):
+        self.dr = dr
+
+    def note_arrival(self, t, k):
+        if self.e.arrivals[k][2]:
+            self.recent.append((t, k))
+
+    def next_allowed(self, t):
+        return t if self.last is None else max(t, self.last + self.min_s)
+
+    def wanted(self, t, tick, pending):
+        if tick:
+            return True
+        return pending and (self.last is None or t >= self.last + self.min_s)
+
+    def finish(self, cid):
+        node, gi, units = self.inflight.pop(cid)
+        self.e.set_gpu_units(node, gi, units)
+
+    # ------------------------------------------------------------------ demand
+    def _kind(self, m, milli):
+        key = (m, milli)
+        q = self._kind_cache.get(key)
+        if q is None:
+            q = whatif_mig.request_kind(self.table, sorted(self.kinds[m]), milli)
+            self._kind_cache[key] = q
+        return q
+
+    def _accepted(self, spec):
+        if not spec:
+            return tuple(range(len(self.c.models)))
+        return tuple(i for i, m in enumerate(self.c.models) if m in spec)
+
+    def _demand(self, t):
+        """Per group of accepted models: ``{kinds: {q: units}, multi: {n: pods}}`` (pending + window)."""
+        while self.recent and self.recent[0][0] <= t - self.every_s:
+            self.recent.popleft()
+        groups = OrderedDict()
+        ks = list(self.dr.pending) + [k for dummy, k in self.recent]
+        for k in ks:
+            cpu, mem, num, milli, dummy_req, spec = self.e.arrivals[k]
+            if not num:
+                continue
+            acc = self._accepted(spec)
+            if not acc:
+                continue
+            g = groups.setdefault(acc, {"kinds": {}, "multi": {}})
+            q = self._kind(acc[0], milli)
+            g["kinds"][q] = g["kinds"].get(q, 0) + num
+            if num > 1 and k in self.dr.pending:
+                g["multi"][num] = g["multi"].get(num, 0) + 1
+        return groups
+
+    # ------------------------------------------------------------------ one re-plan
+    def replan(self, t):
+        """Re-plan at ``t``; returns True when a GPU got new units at once (``reconfigure_s`` 0)."""
+        self.replans += 1
+        self.last = t
+        e, c = self.e, self.c
+        budget_left = self.budget
+        groups = self._demand(t)
+        if not groups or budget_left <= 0:
+            return False
+        model_of_node = c.model_idx
+        free_by_model = np.zeros((len(c.models), len(self.table.kinds)), dtype=np.int64)
+        for m in range(len(c.models)):
+            rows = model_of_node == m
+            if rows.any():
+                free_by_model[m] = e.nf[rows].sum(axis=0)
+        for node, gi, units in self.inflight.values():
+            for u in units:
+                free_by_model[model_of_node[node], u] += 1
+        empty = (~e.used) & (np.arange(c.g)[None, :] < c.ngpu[:, None])
+        changed_now = False
+        order = sorted(groups.items(), key=lambda kv: -sum(kv[1]["kinds"].values()))
+        for acc, g in order:
+            if budget_left <= 0:
+                break
+            free = free_by_model[list(acc)].sum(axis=0)
+            deficit = dict((q, n - int(free[q])) for q, n in g["kinds"].items() if n - int(free[q]) > 0)
+            if not deficit:
+                continue
+            per_model = [(int(empty[model_of_node == m].sum()), -m) for m in acc]
+            best = max(per_model)
+            if best[0] == 0:
+                continue
+            m = -best[1]
+            changes = self._plan_model(m, deficit, g["multi"], empty, free, g["kinds"], budget_left)
+            for node, gi, units in changes:
+                if budget_left <= 0:
+                    break
+                if not e.gpu_empty(node, gi):
+                    continue  # never reconfigure a busy GPU
+                if self.reconfigure_s > 0:
+                    e.set_gpu_units(node, gi, None)
+                    cid = self.next_id
+                    self.next_id += 1
+                    self.inflight[cid] = (node, gi, units)
+                    self.dr.push(t + self.reconfigure_s, departures.CFG, cid)
+                else:
+                    e.set_gpu_units(node, gi, units)
+                    changed_now = True
+                empty[node, gi] = False
+                budget_left -= 1
+                self.dr.reconfigured += 1
+                for u in units:
+                    free_by_model[m, u] += 1
+        spent = self.budget - budget_left
+        if spent:
+            self.log.append((t, spent))
+        return changed_now
+
+    def _candidates(self, m, empty, free, need, want):
+        """Empty GPUs of model ``m``, those whose units are most in surplus first, at most ``want``."""
+        rows, gis = np.nonzero(empty & (self.c.model_idx == m)[:, None])
+        if len(rows) == 0:
+            return []
+        surplus = np.array([1.0 if int(free[q]) > need.get(q, 0) else 0.0 for q in range(len(self.table.kinds))])
+        size = np.array([k.size_milli for k in self.table.kinds])
+        fc = self.e.fc[rows, gis, :].astype(np.float64)
+        tot = (fc * size).sum(axis=1)
+        score = np.where(tot > 0, (fc * size * surplus).sum(axis=1) / np.maximum(tot, 1e-9), 1.0)
+        order = np.lexsort((gis, rows, -score))[:want]
+        return [(int(rows[i]), int(gis[i])) for i in order]
+
+    def _items(self, m, deficit, multi):
+        shape = self.shapes[m]
+        items = []
+        whole = deficit.get(WHOLE, 0)
+        for n, count in sorted(multi.items()):
+            take = min(count, whole // n)
+            if take > 0:
+                items.append({"tenant": "whatif", "name": "whole-%d" % n, "replicas": take,
+                              "memory_gb": plan_options.capacity_gb(shape),
+                              "kind": "training", "isolation": "strict", "gpus_per_replica": n})
+                whole -= take * n
+        if whole > 0:
+            items.append({"tenant": "whatif", "name": "whole-1", "replicas": whole,
+                          "memory_gb": plan_options.capacity_gb(shape), "kind": "training", "isolation": "strict"})
+        for q, d in sorted(deficit.items()):
+            if q == WHOLE:
+                continue
+            k = self.table.kinds[q]
+            prof = [p for p in shape.profiles if p.name == k.profile][0]
+            items.append({"tenant": "whatif", "name": "mig-%s" % k.profile.replace(".", "-"), "replicas": d,
+                          "memory_gb": plan_options.profile_gb(prof), "compute": k.compute_frac,
+                          "kind": "inference", "isolation": "strict"})
+        return items
+
+    def _plan_model(self, m, deficit, multi, empty, free, need, budget_left):
+        """``[(node, gpu, new units)]`` from one planner call on model ``m``'s empty GPUs."""
+        shape = self.shapes[m]
+        need_gpus = sum(d * (1.0 if q == WHOLE else self.table.kinds[q].compute_frac) for q, d in deficit.items())
+        want = max(8, 2 * int(math.ceil(need_gpus)), budget_left)
+        cands = self._candidates(m, empty, free, need, want)
+        if not cands:
+            return []
+        by_node = OrderedDict()
+        for node, gi in cands:
+            by_node.setdefault(node, []).append(gi)
+        nodes = []
+        index = {}
+        for node, gis in by_node.items():
+            name = self.c.names[node]
+            index[name] = (node, gis)
+            nodes.append({"name": name, "gpus": [{"model": shape.key, "count": len(gis)}],
+                          "current": [layout_of(self.e.gpu_units(node, gi), self.table) for gi in gis]})
+        items = self._items(m, deficit, multi)
+        if not items:
+            return []
+        t0 = self.clock()
+        try:
+            result = plan_solver.plan({"nodes": nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
+                                       "disruption_budget": budget_left, "bound": False, "lp_rounding": False})
+        except GpuOpsError as err:
+            raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.c.models[m], err.msg))
+        finally:
+            self.planner_calls += 1
+            self.planner_seconds += self.clock() - t0
+        return self._changes(result, index, shape)
+
+    def _changes(self, result, index, shape):
+        spec = result.get("mig_parted_config") or {"version": "v1", "mig-configs": {}}
+        configs = mig_config.parse_spec(spec, source="replan") if spec.get("mig-configs") else {}
+        where = Where("replan", path="replan")
+        out = []
+        for item in result.get("node_configs") or []:
+            cfg = item.get("mig_config")
+            if not cfg or cfg not in configs:
+                continue
+            node, gis = index[item["node"]]
+            gpus = [{"index": i, "mig_capable": True} for i in range(len(gis))]
+            desired = mig_config.resolve(configs[cfg], gpus)
+            for i, gi in enumerate(gis):
+                d = desired.get(i)
+                if d is None:
+                    continue
+                mig = dict(d.mig_devices) if d.mig_enabled else None
+                units = whatif_mig.units_of_gpu(mig, shape, self.table, where, self._unit_cache)
+                if sorted(units) != sorted(self.e.gpu_units(node, gi)):
+                    out.append((node, gi, list(units)))
+        return out
