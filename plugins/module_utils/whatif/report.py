@@ -50,6 +50,10 @@ def _source(value):
 
 def render(result, title=None, prefix=""):
     """``(markdown, {picture name: svg})`` of a gpu_whatif result."""
+    if result.get("departures"):
+        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import report_timed
+
+        return report_timed.render(result, title, prefix)
     p = result["params"]
     runs = result["runs"]
     names = [prefix + n for n in PICTURES]

@@ -1,0 +1,120 @@
+# -*- coding: utf-8 -*-
+"""sharing replanned: re-plans of the MIG layouts during the replay with departures, on handmade traces."""
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned, runner
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_departures import node, pod, replay  # noqa: E402
+
+ALL_1G = {"*": {"1g.10gb": 7}}
+
+
+def units(dr, n=0, gi=0):
+    eng = dr.e
+    return sorted(eng.table.kinds[u].profile for u in eng.gpu_units(n, gi))
+
+
+def test_a_7x1g_gpu_becomes_3g_slices_when_3g_pods_pend():
+    # one GPU laid out 7 x 1g.10gb; a 400-milli pod asks for 3g.40gb (3/7 compute, 4/8 memory): it pends at 0,
+    # the re-plan at 0 reconfigures the empty GPU, which is back after reconfigure_s = 120 with 3g slices
+    dr, s = replay([node()], [pod("a", 0, 10000, milli=400)], sharing="replanned", mig_config=ALL_1G, reconfigure_s=120)
+    assert dr.bind == [120]
+    assert "3g.40gb" in units(dr) and "1g.10gb" not in units(dr)
+    assert s["reconfigured_gpus"] == 1 and s["replans"] >= 1
+    assert s["pending_waited_median_s"] == 120.0
+    assert s["gpu_hours_reconfiguring"] == round(120 / 3600.0, 2)
+    # while it is reconfigured the GPU counts as held: held from 0 to the end (10000 s)
+    assert s["gpu_hours_held"] == round(10000 / 3600.0, 2)
+
+
+def test_reconfigure_s_zero_binds_at_once():
+    dr, s = replay([node()], [pod("a", 0, 100, milli=400)], sharing="replanned", mig_config=ALL_1G, reconfigure_s=0)
+    assert dr.bind == [0]
+    assert s["reconfigured_gpus"] == 1
+
+
+def test_a_whole_gpu_pod_gets_mig_disabled():
+    dr, dummy = replay([node()], [pod("a", 0, 1000, milli=1000)], sharing="replanned", mig_config=ALL_1G)
+    assert dr.bind == [120]
+    assert units(dr) == ["gpu"]
+
+
+def test_a_busy_gpu_is_never_reconfigured():
+    # the GPU runs a 1g pod from 0 to the end; the 3g pod never gets a slice, the 1g pod is never evicted
+    dr, s = replay([node()], [pod("small", 0, None, milli=100), pod("big", 10, 50000, milli=400)],
+                   sharing="replanned", mig_config=ALL_1G, replan_every_h=1)
+    assert dr.bind == [0, None]
+    assert s["reconfigured_gpus"] == 0 and s["replans"] >= 10
+    assert 0 in dr.where  # still running
+    assert units(dr).count("1g.10gb") == 6  # six free 1g units: the layout is unchanged
+
+
+def test_budget_one_gpu_per_replan():
+    # four 1-GPU nodes laid out 7 x 1g; four 4g pods (one 4g.40gb per GPU) pend at 0. A budget of 1 GPU per
+    # re-plan, at most one re-plan an hour while pods pend: the GPUs come back at 120, 3720, 7320, 10920 s
+    nodes = [node("n%d" % i) for i in range(4)]
+    pods = [pod("p%d" % i, 0, 100000, milli=500) for i in range(4)]
+    dr, s = replay(nodes, pods, sharing="replanned", mig_config=ALL_1G, replan_budget=1, replan_min_interval_h=1,
+                   replan_every_h=24)
+    assert sorted(dr.bind) == [120, 3720, 7320, 10920]
+    assert s["reconfigured_gpus"] == 4
+    assert all(n == 1 for dummy, n in dr.rp.log)
+
+
+def test_budget_as_a_percentage_and_zero():
+    nodes = [node("n%d" % i) for i in range(4)]
+    pods = [pod("p%d" % i, 0, 20000, milli=500) for i in range(4)]
+    dr, s = replay(nodes, pods, sharing="replanned", mig_config=ALL_1G, replan_budget="50%", replan_min_interval_h=1)
+    assert sorted(dr.bind) == [120, 120, 3720, 3720]
+    dr, s = replay(nodes, pods, sharing="replanned", mig_config=ALL_1G, replan_budget=0)
+    assert dr.bind == [None] * 4 and s["reconfigured_gpus"] == 0
+
+
+def test_starts_from_whole_gpus_without_a_layout():
+    # no plan, no mig_config: MIG disabled everywhere; two 1g pods pend, one re-plan slices one GPU
+    dr, s = replay([node(gpus=2)], [pod("a", 0, 1000, milli=100), pod("b", 0, 1000, milli=100)],
+                   sharing="replanned", reconfigure_s=60)
+    assert dr.bind == [60, 60]
+    assert s["reconfigured_gpus"] == 1
+
+
+def test_periodic_replan_follows_the_window_demand():
+    # pods that fit at once still count as demand of the window: the 6-hourly re-plan adds 1g slices for the next
+    # window's arrivals, so the pod at hour 7 binds without waiting
+    pods = [pod("a%d" % i, 3600 * i, 3600 * i + 600, milli=100) for i in range(6)] + [pod("late", 7 * 3600, 8 * 3600,
+                                                                                          milli=100)]
+    dr, s = replay([node(gpus=2)], pods, sharing="replanned", replan_every_h=6, replan_min_interval_h=6,
+                   reconfigure_s=60)
+    assert dr.bind[0] == 60  # the first pod waits for the first re-plan
+    assert dr.bind[-1] == 7 * 3600
+    assert s["reconfigured_gpus"] >= 1
+
+
+@pytest.mark.parametrize("value, total, gpus", [(3, 100, 3), ("5%", 6212, 310), ("0.01%", 100, 1), ("7", 10, 7),
+                                                (0, 10, 0), (2.0, 10, 2)])
+def test_budget_forms(value, total, gpus):
+    assert replanned.budget_gpus(value, total) == gpus
+
+
+@pytest.mark.parametrize("value", [-1, "0%", "101%", "x%", "lots", True, 2.5, None])
+def test_bad_budget_names_the_valid_forms(value):
+    with pytest.raises(GpuOpsError, match=r"replan_budget must be a number of GPUs >= 0 \(e.g. 300\) or a percentage "
+                                          r"of the cluster's GPUs in \(0, 100\]"):
+        replanned.budget_gpus(value, 10)
+
+
+def test_replanned_is_a_sharing_mode():
+    assert "replanned" in runner.SHARINGS
+    out = runner.run({"nodes": [node()], "pods": [pod("a", 0, 3600, milli=400)], "departures": True, "inflation": 0,
+                      "sharing": ["planned", "replanned"], "scoring": ["kube-default"],
+                      "plan": {"mig_parted_config": {"version": "v1", "mig-configs": {
+                          "c": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}},
+                          "node_configs": [{"node": "n0", "mig_config": "c"}]}})
+    planned, re = out["runs"][0]["summary"], out["runs"][1]["summary"]
+    assert planned["pods_never_placed"] == 1  # 7 x 1g has no slice for a 400-milli pod
+    assert re["pods_never_placed"] == 0 and re["reconfigured_gpus"] == 1  # re-planned from the same plan
