@@ -1,12 +1,14 @@
 """Right-sizing from measured use on the real metric path (docs/rightsize.md): a tenant's pods hold mig-3g.40gb
 slices of kwok A100 80GB nodes and never use more than 9 GB (the simulated DCGM exporter's fb_curve) -> the real
 Prometheus -> gpuops.k8s.gpu_rightsize (ansible-playbook) recommends 1g.10gb and writes a demand file; gpu_plan with
-current_configs on that file needs fewer GPUs. A bad URL and a missing metric fail with clear errors.
+current_configs on that file needs fewer GPUs. The closed loop's playbooks/replan.yml with replan_prometheus_url does
+the same in one run and frees the GPU (docs/closed-loop.md). A bad URL and a missing metric fail with clear errors.
 
 The test cannot wait 24 h: it uses window 5m and min_history 20s (the rule is the same; only the durations shrink),
 and headroom 10 % (a 7-9 GB saw-tooth has a p95 near 9 GB: +20 % would need 10.7 GB, a 1g.20gb).
 """
 import os
+import sys
 
 import pytest
 import yaml
@@ -15,6 +17,7 @@ from kubernetes import client
 from lib import metrics_lab, playbook
 from lib.wait import wait_for
 
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLICE = "nvidia.com/mig-3g.40gb"
 PLAYBOOK = playbook.localhost_yaml("Right-size and re-plan", """\
   tasks:
@@ -94,3 +97,20 @@ def test_rightsize_frees_gpus_and_errors_are_clear(k8s_cluster, lab, namespace):
     missing = res["Missing metric"]
     assert missing["failed"] and "no series of DCGM_FI_DEV_FB_RESERVED" in missing["msg"], missing["msg"]
     assert not os.path.exists(out + ".bad")
+
+    # the closed loop: replan.yml right-sizes from the same history and re-plans (report only) - one GPU freed
+    loop = playbook.run(os.path.join(TOP, "playbooks", "replan.yml"), cwd=tmp, timeout=300, kubeconfig=k8s_cluster.kubeconfig,
+                        extra_vars={"replan_nodes": nodes, "replan_demand": demand, "replan_namespaces": [namespace],
+                                    "replan_prometheus_url": lab["lab"].prometheus_url, "replan_rightsize_window": "5m",
+                                    "replan_rightsize_step": "2s", "replan_rightsize_min_history": "20s",
+                                    "replan_rightsize_headroom_pct": 10, "replan_disruption_budget": 2,
+                                    "replan_output_dir": str(tmp / "replan-out"),
+                                    "ansible_python_interpreter": sys.executable})
+    sized = loop.result("Right-size the demand from measured GPU use (DCGM history in Prometheus)")
+    assert sized["changes"][0]["field"] == "memory_gb" and sized["demand"][0]["memory_gb"] <= 10, sized["changes"]
+    pend = loop.result("Add the GPU pods the scheduler cannot place to the demand")["ansible_facts"]["replan_pending"]
+    assert pend["pending"] == [] and pend["demand"] == sized["demand"], pend
+    replanned = loop.result("Re-plan with the current layouts and the disruption budget")["plan"]["summary"]
+    print("replan.yml with right-sizing: GPUs used %d -> %d, reconfigured %d" % (
+        before, replanned["gpus_used"], replanned["reconfigured_gpus"]))
+    assert replanned["gpus_used"] == 1 and replanned["reconfigured_gpus"] <= 2, replanned
