@@ -367,7 +367,6 @@ class _Replay(object):
             self.aff[node, self._kind(num, milli)] += 1
         self.version[node] += 1
 
-
     def _unplace_common(self, node, cpu, mem, num, milli):
         """Undo :meth:`_place_common` (a pod leaves; departures.py)."""
         self.cpu_left[node] += cpu

@@ -40,9 +40,12 @@ import time
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SCORINGS
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.prepare import (  # noqa: F401 (re-exported)
+    _r, _single, arrivals_for, describe_cluster, engine_arrivals, layouts_for, sample, typical_for)
 
 SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned")
 MILLI = 1000
@@ -176,51 +179,6 @@ def load_inputs(p):
     return nodes, pods
 
 
-def sample(nodes, k, seed):
-    """``k`` nodes drawn without replacement (seeded), in their original order."""
-    if k is None or k >= len(nodes):
-        return list(nodes)
-    rng = random.Random("sample-nodes-%d" % seed)
-    keep = set(rng.sample(range(len(nodes)), k))
-    out = [n for i, n in enumerate(nodes) if i in keep]
-    if not any(n.gpus for n in out):
-        raise GpuOpsError("the sample of %d nodes (seed %d) holds no GPU; sample more nodes" % (k, seed))
-    return out
-
-
-def layouts_for(sharing, nodes, p, table=None):
-    """Unit layouts for the unit-model sharing modes (validated)."""
-    if sharing == "mig":
-        return whatif_mig.static_layouts(nodes, p["mig_config"], p["mig_shape"], table)
-    if sharing == "planned":
-        return whatif_mig.planned_layouts(nodes, p["plan"], p["mig_shape"], table)
-    return whatif_mig.exclusive_layouts(nodes, table)
-
-
-def arrivals_for(pods, capacity_milli, p, seed):
-    """The arrival sequence of one seed: ``(pods in order, rng after drawing, added, removed)``."""
-    rng = random.Random(seed)
-    seq = workload.ordered(pods, p["order"], rng)
-    seq, added, removed = workload.inflate(seq, pods, capacity_milli, p["inflation"], rng)
-    return seq, rng, added, removed
-
-
-def _per_gpu_milli(pod, sharing):
-    if pod.num_gpu and sharing == "exclusive":
-        return MILLI
-    return pod.gpu_milli
-
-
-def engine_arrivals(seq, sharing):
-    return [(p.cpu_milli, p.memory_mib, p.num_gpu, _per_gpu_milli(p, sharing), p.num_gpu * p.gpu_milli, p.gpu_spec)
-            for p in seq]
-
-
-def typical_for(pods, sharing, threshold=95):
-    shapes = [(workload.nonzero_cpu(p.cpu_milli), _per_gpu_milli(p, sharing), p.num_gpu, p.gpu_spec) for p in pods]
-    return workload.typical_pods(shapes, threshold)
-
-
 def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, progress=None):
     """One replay -> (events, engine). ``rng`` continues the arrival draw's stream."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
@@ -289,23 +247,6 @@ def stepper(params, seed=None):
     return {"nodes": nodes, "arrivals": seq, "engine": replay_}
 
 
-def _mean(values):
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _stdev(values):
-    vals = [v for v in values if v is not None]
-    if len(vals) < 2:
-        return 0.0 if vals else None
-    m = sum(vals) / len(vals)
-    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
-
-
-def _r(value, digits=2):
-    return None if value is None else round(float(value), digits)
-
-
 def summarise(events, engine, cluster, seq, p, curve_points):
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
 
@@ -336,6 +277,11 @@ def summarise(events, engine, cluster, seq, p, curve_points):
     }
 
 
+def combine(summaries, seeds, fields=SUMMARY_FIELDS):
+    """Means over seeds, ``spread`` (stdev, min, max) and ``per_seed`` of ``fields``."""
+    return prepare.combine(summaries, seeds, fields)
+
+
 def mean_curve(curves):
     if len(curves) == 1:
         return curves[0]
@@ -351,37 +297,6 @@ def mean_curve(curves):
             point[k] = round(sum(ix[x][k] for ix in index) / len(index), 2)
         out.append(point)
     return out
-
-
-def combine(summaries, seeds, fields=SUMMARY_FIELDS):
-    if len(summaries) == 1:
-        return dict(summaries[0])
-    out = {}
-    spread = {}
-    for f in fields:
-        vals = [s[f] for s in summaries]
-        m = _mean(vals)
-        out[f] = _r(m, 2) if m is not None else None
-        if m is not None:
-            spread[f] = {"stdev": _r(_stdev(vals), 3), "min": min(v for v in vals if v is not None),
-                         "max": max(v for v in vals if v is not None)}
-    out["spread"] = spread
-    out["seeds"] = list(seeds)
-    out["per_seed"] = [dict(s, seed=seed) for s, seed in zip(summaries, seeds)]
-    return out
-
-
-def _single(values):
-    return values[0] if len(values) == 1 else values
-
-
-def describe_cluster(nodes):
-    models = {}
-    for n in nodes:
-        if n.gpus:
-            models[n.model] = models.get(n.model, 0) + n.gpus
-    return {"nodes": len(nodes), "gpu_nodes": sum(1 for n in nodes if n.gpus), "gpus": sum(n.gpus for n in nodes),
-            "gpus_by_model": dict(sorted(models.items()))}
 
 
 def run(params, progress=None, clock=time.time):

@@ -19,8 +19,9 @@ import random
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 
 
 def initial_layouts(nodes, p, table):
@@ -39,13 +40,13 @@ def build(cluster, nodes, pods, seq, rng, scoring, sharing, p):
 
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
     unit_sharing = "mig" if sharing == "replanned" else sharing
-    typ = whatif_frag.Typical(runner.typical_for(pods, unit_sharing, p["typical_threshold"]), cluster.models)
-    arr = runner.engine_arrivals(seq, unit_sharing)
+    typ = whatif_frag.Typical(prepare.typical_for(pods, unit_sharing, p["typical_threshold"]), cluster.models)
+    arr = prepare.engine_arrivals(seq, unit_sharing)
     pct = p["percentage_of_nodes_to_score"]
     if sharing in ("exclusive", "fractional"):
         return whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, pct, tie), None
     if sharing in ("mig", "planned"):
-        table, lay = runner.layouts_for(sharing, nodes, p)
+        table, lay = prepare.layouts_for(sharing, nodes, p)
         return whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie), None
     table = whatif_mig.UnitTable()
     shapes = [whatif_mig.shape_of(m, p["mig_shape"]) for m in cluster.models]
@@ -64,7 +65,7 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
     end = departures.check_times(pods)
     for sharing in p["sharing"]:
         if sharing in ("mig", "planned"):
-            runner.layouts_for(sharing, nodes_all, p)
+            prepare.layouts_for(sharing, nodes_all, p)
         if sharing == "replanned":
             initial_layouts(nodes_all, p, whatif_mig.UnitTable())
     combos = [(sh, sc) for sh in p["sharing"] for sc in p["scoring"]]
@@ -72,10 +73,10 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
     wl = {"arrivals": [], "added": [], "removed": []}
     clusters = []
     for seed in p["seeds"]:
-        nodes = runner.sample(nodes_all, p["sample_nodes"], seed)
+        nodes = prepare.sample(nodes_all, p["sample_nodes"], seed)
         cluster = whatif_engine.Cluster(nodes)
-        clusters.append(runner.describe_cluster(nodes))
-        seq, rng0, added, removed = runner.arrivals_for(pods, cluster.total_milli, p, seed)
+        clusters.append(prepare.describe_cluster(nodes))
+        seq, rng0, added, removed = prepare.arrivals_for(pods, cluster.total_milli, p, seed)
         wl["arrivals"].append(len(seq))
         wl["added"].append(added)
         wl["removed"].append(removed)
@@ -98,9 +99,9 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
     for sharing, scoring in combos:
         res = results[(sharing, scoring)]
         runs.append({"scoring": scoring, "sharing": sharing, "curve": departures.mean_timeline(res["curves"]),
-                     "summary": runner.combine(res["summaries"], p["seeds"], departures.SUMMARY_FIELDS),
+                     "summary": prepare.combine(res["summaries"], p["seeds"], departures.SUMMARY_FIELDS),
                      "replay_seconds": [round(s, 3) for s in res["seconds"]]})
-    one = runner._single
+    one = prepare._single
     return {
         "departures": True,
         "curve": runs[0]["curve"],
@@ -110,7 +111,7 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         "workload": {"pods": len(pods), "arrivals": one(wl["arrivals"]), "added_by_inflation": one(wl["added"]),
                      "removed_by_inflation": one(wl["removed"]), "inflation": p["inflation"], "order": p["order"],
                      "seeds": p["seeds"], "trace_end_hours": round(end / 3600.0, 2)},
-        "prices": dict((m, runner.trace_models.price_of(m, p["prices"]))
+        "prices": dict((m, trace_models.price_of(m, p["prices"]))
                        for m in sorted(set(n.model for n in nodes_all if n.model))),
         "timing": {"load_seconds": round(t_load, 3),
                    "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))

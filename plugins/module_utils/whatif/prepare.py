@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What every what-if run prepares the same way - node samples, arrival sequences, engine arrivals, typical
+pods, MIG layouts - and the summaries over seeds; used by runner.py (the FGD protocol) and timed.py (the
+replay with departures). runner.py re-exports these names.
+
+Pure Python, Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
+
+MILLI = 1000
+
+
+def sample(nodes, k, seed):
+    """``k`` nodes drawn without replacement (seeded), in their original order."""
+    if k is None or k >= len(nodes):
+        return list(nodes)
+    rng = random.Random("sample-nodes-%d" % seed)
+    keep = set(rng.sample(range(len(nodes)), k))
+    out = [n for i, n in enumerate(nodes) if i in keep]
+    if not any(n.gpus for n in out):
+        raise GpuOpsError("the sample of %d nodes (seed %d) holds no GPU; sample more nodes" % (k, seed))
+    return out
+
+
+def layouts_for(sharing, nodes, p, table=None):
+    """Unit layouts for the unit-model sharing modes (validated)."""
+    if sharing == "mig":
+        return whatif_mig.static_layouts(nodes, p["mig_config"], p["mig_shape"], table)
+    if sharing == "planned":
+        return whatif_mig.planned_layouts(nodes, p["plan"], p["mig_shape"], table)
+    return whatif_mig.exclusive_layouts(nodes, table)
+
+
+def arrivals_for(pods, capacity_milli, p, seed):
+    """The arrival sequence of one seed: ``(pods in order, rng after drawing, added, removed)``."""
+    rng = random.Random(seed)
+    seq = workload.ordered(pods, p["order"], rng)
+    seq, added, removed = workload.inflate(seq, pods, capacity_milli, p["inflation"], rng)
+    return seq, rng, added, removed
+
+
+def _per_gpu_milli(pod, sharing):
+    if pod.num_gpu and sharing == "exclusive":
+        return MILLI
+    return pod.gpu_milli
+
+
+def engine_arrivals(seq, sharing):
+    return [(p.cpu_milli, p.memory_mib, p.num_gpu, _per_gpu_milli(p, sharing), p.num_gpu * p.gpu_milli, p.gpu_spec)
+            for p in seq]
+
+
+def typical_for(pods, sharing, threshold=95):
+    shapes = [(workload.nonzero_cpu(p.cpu_milli), _per_gpu_milli(p, sharing), p.num_gpu, p.gpu_spec) for p in pods]
+    return workload.typical_pods(shapes, threshold)
+
+
+def _mean(values):
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _stdev(values):
+    vals = [v for v in values if v is not None]
+    if len(vals) < 2:
+        return 0.0 if vals else None
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+
+
+def _r(value, digits=2):
+    return None if value is None else round(float(value), digits)
+
+
+def combine(summaries, seeds, fields):
+    if len(summaries) == 1:
+        return dict(summaries[0])
+    out = {}
+    spread = {}
+    for f in fields:
+        vals = [s[f] for s in summaries]
+        m = _mean(vals)
+        out[f] = _r(m, 2) if m is not None else None
+        if m is not None:
+            spread[f] = {"stdev": _r(_stdev(vals), 3), "min": min(v for v in vals if v is not None),
+                         "max": max(v for v in vals if v is not None)}
+    out["spread"] = spread
+    out["seeds"] = list(seeds)
+    out["per_seed"] = [dict(s, seed=seed) for s, seed in zip(summaries, seeds)]
+    return out
+
+
+def _single(values):
+    return values[0] if len(values) == 1 else values
+
+
+def describe_cluster(nodes):
+    models = {}
+    for n in nodes:
+        if n.gpus:
+            models[n.model] = models.get(n.model, 0) + n.gpus
+    return {"nodes": len(nodes), "gpu_nodes": sum(1 for n in nodes if n.gpus), "gpus": sum(n.gpus for n in nodes),
+            "gpus_by_model": dict(sorted(models.items()))}
