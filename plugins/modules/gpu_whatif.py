@@ -74,9 +74,13 @@ options:
       - V(fractional) - the trace's GPU sharing (time-slicing/MPS with gpu_milli).
       - V(mig) - GPUs partitioned as O(mig_config); each sharing request takes the smallest fitting slice.
       - V(planned) - the per-node MIG layouts of O(plan) (a gpuops.k8s.gpu_plan result).
+      - V(replanned) - MIG layouts re-planned by the collection's planner while the trace runs (needs
+        O(departures=true)) - every O(replan_every_h) hours and when pods pend, on empty GPUs only, at most
+        O(replan_budget) GPUs per re-plan, each unavailable for O(reconfigure_s). Starts from O(plan), else
+        O(mig_config), else whole GPUs.
     type: list
     elements: str
-    choices: [exclusive, fractional, mig, planned]
+    choices: [exclusive, fractional, mig, planned, replanned]
     default: [exclusive]
   inflation:
     description:
@@ -142,6 +146,36 @@ options:
     description: Share of the pods (%) the typical pod shapes of the fragmentation measure cover.
     type: float
     default: 95
+  departures:
+    description:
+      - Replay over the trace's time - pods arrive at C(creation_time) and leave at C(deletion_time) (a pod
+        without one stays); a pod that does not fit waits in a FIFO queue, retried whenever resources free, and
+        still leaves at its C(deletion_time); pods deleted while pending or pending at the trace's end are
+        never placed. Every pod needs a C(creation_time) (the openb C(multigpu*) lists have none).
+      - V(false) - the FGD protocol (pods arrive one by one and never leave).
+      - RV(summary) then holds GPU-hours held and served, pending times and reconfigurations; RV(curve) is a timeline.
+    type: bool
+    default: false
+  replan_every_h:
+    description: For O(sharing=replanned), hours between periodic re-plans (> 0).
+    type: float
+    default: 6
+  replan_min_interval_h:
+    description:
+      - For O(sharing=replanned), the debounce of the re-plans that pending pods start - at most one per this
+        many hours (>= 0).
+    type: float
+    default: 0.5
+  replan_budget:
+    description:
+      - For O(sharing=replanned), the GPUs whose MIG layout may change per re-plan - a number (>= 0) or a
+        percentage of the cluster's GPUs such as V(5%) (in (0, 100], at least 1 GPU).
+    type: raw
+    default: 5%
+  reconfigure_s:
+    description: For O(sharing=replanned), seconds a reconfigured GPU is unavailable (>= 0). Only empty GPUs are reconfigured.
+    type: float
+    default: 120
   report:
     description:
       - Write a report there - Markdown plus SVG plots (allocation vs arrived workload per policy,
@@ -173,11 +207,26 @@ EXAMPLES = r"""
     sharing: [exclusive, fractional, mig]
     mig_config:
       a100_80gb: all-balanced
+
+- name: Pods that come and go, and MIG layouts re-planned every 6 hours, against the static ones
+  gpuops.k8s.gpu_whatif:
+    nodes_csv: /data/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv
+    pods_csv: /data/alibaba-gpu-2023/csv/openb_pod_list_default.csv
+    departures: true
+    sharing: [exclusive, fractional, planned, replanned]
+    plan: "{{ trace_plan }}"
+    replan_every_h: 6
+    replan_budget: 5%
+    reconfigure_s: 120
+    report: /tmp/whatif-replanned
 """
 
 RETURN = r"""
 curve:
-  description: Allocation against arrived workload of the first O(sharing) x O(scoring) run, per integer percent.
+  description:
+    - Allocation against arrived workload of the first O(sharing) x O(scoring) run, per integer percent.
+    - With O(departures=true), a timeline instead - hour (since the first arrival), held_gpus, allocated_gpus,
+      pending_pods, running_pods, reconfiguring_gpus, reconfigured_gpus (so far); at most 600 points.
   returned: success
   type: list
   elements: dict
@@ -187,10 +236,21 @@ summary:
     - Of the first run - allocated_pct_at_100, served_pct_at_100, frag_pct_at_100, fragmented_gpu_milli,
       unscheduled_pods_at_100, unscheduled_pods (whole replay), gpu_hours_saved (per hour, vs whole GPUs for
       the same pods), cost_per_hour, cost_per_served_gpu_hour, cost_saved_per_hour (null without prices).
+    - With O(departures=true) - gpu_hours_held (GPUs with a pod or being reconfigured, over time),
+      gpu_hours_allocated, gpu_hours_requested, gpu_hours_served, served_pct, pods_placed, pods_never_placed,
+      pods_deleted_pending, pods_waited, pending_median_s, pending_p95_s (over the pods placed),
+      pending_waited_median_s, pending_waited_p95_s (over those that waited), held_gpus_mean, held_gpus_peak,
+      gpu_hours_reconfiguring, reconfigured_gpus, reconfigured_gpus_per_day, replans, planner_calls,
+      planner_seconds, trace_hours.
     - With O(seeds) - means, plus spread (stdev, min, max per field), seeds and per_seed.
   returned: success
   type: dict
   sample: {allocated_pct_at_100: 95.27, unscheduled_pods: 2430, gpu_hours_saved: 1318.8}
+departures:
+  description: True when the replay ran with O(departures) (absent otherwise).
+  returned: when O(departures=true)
+  type: bool
+  sample: true
 runs:
   description: Every run - scoring, sharing, curve, summary, replay_seconds (per seed).
   returned: success
@@ -206,6 +266,7 @@ workload:
   returned: success
   type: dict
   sample: {pods: 8152, arrivals: 10771, added_by_inflation: 2619, removed_by_inflation: 0}
+  # with departures also trace_end_hours
 prices:
   description: USD per GPU-hour used for each GPU model (O(prices), else the catalog); null for a model without a price.
   returned: success
@@ -252,6 +313,11 @@ def main():
             tie_break=dict(type="str", default="auto", choices=["auto", "rank", "random"]),
             percentage_of_nodes_to_score=dict(type="int"),
             typical_threshold=dict(type="float", default=95),
+            departures=dict(type="bool", default=False),
+            replan_every_h=dict(type="float", default=6.0),
+            replan_min_interval_h=dict(type="float", default=0.5),
+            replan_budget=dict(type="raw", default="5%"),
+            reconfigure_s=dict(type="float", default=120.0),
             report=dict(type="path"),
             report_title=dict(type="str"),
         ),

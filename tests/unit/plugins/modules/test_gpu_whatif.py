@@ -54,3 +54,23 @@ def test_unknown_model_in_mig_config(tmp_path):
 def test_exclusive_inputs():
     res = call(gpu_whatif, dict(ARGS, nodes=[{"name": "a", "gpus": [{"model": "T4", "count": 1}]}]), expect=Fail)
     assert "parameters are mutually exclusive: nodes_csv|nodes" in res["msg"]
+
+
+def test_departures_and_replanned_report_written_once(tmp_path):
+    args = dict(ARGS, scoring="kube-default", sharing=["exclusive", "replanned"], departures=True,
+                report=str(tmp_path / "out"))
+    first = call(gpu_whatif, args)
+    assert first["changed"] is True and first["departures"] is True
+    assert [r["sharing"] for r in first["runs"]] == ["exclusive", "replanned"]
+    assert first["summary"]["gpu_hours_held"] > 0 and "hour" in first["curve"][0]
+    assert sorted(os.listdir(str(tmp_path / "out"))) == ["whatif-held.svg", "whatif-pending.svg",
+                                                         "whatif-reconfigured.svg", "whatif.md"]
+    second = call(gpu_whatif, args)
+    assert second["changed"] is False
+
+
+def test_bad_replan_budget_fails_naming_the_valid_forms():
+    res = call(gpu_whatif, dict(ARGS, sharing="replanned", departures=True, replan_budget="200%"), expect=Fail)
+    assert "replan_budget must be a number of GPUs >= 0 (e.g. 300) or a percentage" in res["msg"]
+    res = call(gpu_whatif, dict(ARGS, sharing="replanned"), expect=Fail)
+    assert res["msg"].startswith("sharing replanned needs departures: true")
