@@ -58,7 +58,9 @@ options:
       - The tenants' workloads - C(tenant) (its namespace), C(name), C(replicas), C(memory_gb) (what one replica needs
         on one device), C(compute) (fraction of a GPU, default the slice the memory implies), C(kind) (V(inference),
         V(training), V(dev)), C(isolation) (V(strict), V(shared)), C(priority) (higher is placed first when GPUs run
-        out), C(gpus_per_replica) (whole GPUs on one node).
+        out), C(gpus_per_replica) (whole GPUs on one node), C(resource) (optional: the extended resource the item's
+        pods already request, e.g. C(nvidia.com/mig-3g.40gb); the item is then served only on models where it gets
+        that resource - the filter C(gpuops.k8s.gpu_pending_demand) sets it for pending pods).
     type: list
     elements: dict
     required: true

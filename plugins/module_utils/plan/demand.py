@@ -8,7 +8,7 @@
   ``all-<profile>`` or a config of ``current_configs``), a mapping profile -> count (every MIG GPU), or a list with
   one of those (or null) per GPU.
 * :func:`parse_demand` - ``[{tenant, name, replicas, memory_gb, compute?, kind, isolation, priority?,
-  gpus_per_replica?}]``.
+  gpus_per_replica?, resource?}]`` (``resource``: the one extended resource the item's pods request).
 * :func:`nodes_from_facts` / :func:`nodes_from_hostvars` - the node list from gpu_info facts per host, or from the
   host vars of the gpuops.k8s.gpu_nodes inventory plugin (the filters ``gpu_plan_nodes`` and
   ``gpu_plan_tenants`` call them).
@@ -22,6 +22,7 @@ import re
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources as gpu_resources
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -31,7 +32,7 @@ ISOLATIONS = ("strict", "shared")
 OBJECTIVES = ("min_cost", "min_gpus")
 SOLVERS = ("auto", "exact", "heuristic")
 DEMAND_KEYS = ("tenant", "name", "replicas", "memory_gb", "compute", "kind", "isolation", "priority",
-               "gpus_per_replica")
+               "gpus_per_replica", "resource")
 NODE_KEYS = ("name", "gpus", "labels", "current", "busy")
 WHOLE = ()  # a GPU's layout: WHOLE (MIG disabled or no MIG) or a sorted tuple of (profile, count)
 
@@ -40,8 +41,10 @@ WHOLE = ()  # a GPU's layout: WHOLE (MIG disabled or no MIG) or a sorted tuple o
 Node = namedtuple("Node", ["name", "models", "labels", "current", "current_name", "busy"])
 
 # One demand item.
+# ``resource``: the extended resource the item's pods already request (pending pods), or None: the plan then serves
+# the item only on models where its option gives that resource.
 Item = namedtuple("Item", ["index", "tenant", "name", "replicas", "memory_gb", "compute", "kind", "isolation",
-                           "priority", "gpus_per_replica"])
+                           "priority", "gpus_per_replica", "resource"])
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -224,7 +227,10 @@ def parse_demand(demand):
             _fail("%s.isolation %r is not valid; valid values: %s" % (where, iso, ", ".join(ISOLATIONS)))
         prio = validation.number(d.get("priority", 0), where + ".priority", integer=True)
         gpr = validation.number(d.get("gpus_per_replica", 1), where + ".gpus_per_replica", 1, integer=True)
-        out.append(Item(i, tenant, name, replicas, memory, compute, kind, iso, prio, gpr))
+        resource = d.get("resource")
+        if resource is not None:
+            resource = gpu_resources.check_gpu_resource(resource, where + ".resource")
+        out.append(Item(i, tenant, name, replicas, memory, compute, kind, iso, prio, gpr, resource))
     return out
 
 

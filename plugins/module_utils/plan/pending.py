@@ -263,6 +263,7 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
         n_run, n_pend = len(group["running"]), len(group["pending"])
         entry = {"tenant": ns, "name": name, "replicas": n_run + n_pend}
         entry.update(size)
+        entry["resource"] = res
         if per and per > 1:
             entry["gpus_per_replica"] = per
         prios = [p["priority"] for p in group["pending"] if isinstance(p.get("priority"), int)]

@@ -39,6 +39,8 @@ def build_options(nodes, items):
         reasons[it.index] = OrderedDict()
         for key, model in models.items():
             o, why = opt.option_for(it, model)
+            if o is not None and it.resource and opt.resource_of(o) != it.resource:
+                o, why = None, "its pods request %s; on %s it would get %s" % (it.resource, key, opt.resource_of(o))
             if o is None:
                 reasons[it.index][key] = why
             elif o.gpus > 1 and max(sum(1 for m in n.models if m.key == key) for n in nodes) < o.gpus:

@@ -58,7 +58,8 @@ def test_new_items_sized_so_the_planner_picks_the_requested_profile():
                                               knode("n2", {"nvidia.com/gpu": "8"})], now=NOW)
     new = dict(((d["tenant"], d["name"]), d) for d in out["demand"])
     assert new[("team-a", "llm")] == {"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40.0,
-                                      "compute": 0.4285, "isolation": "strict", "kind": "inference"}
+                                      "compute": 0.4285, "isolation": "strict", "kind": "inference",
+                                      "resource": "nvidia.com/mig-3g.40gb"}
     assert new[("team-b", "train")]["gpus_per_replica"] == 2 and new[("team-b", "train")]["priority"] == 1000
     assert out["resources"]["nvidia.com/mig-3g.40gb"] == {
         "pending_pods": 2, "requested": 2, "offered": 0, "why": "no schedulable node offers nvidia.com/mig-3g.40gb"}
@@ -70,6 +71,14 @@ def test_new_items_sized_so_the_planner_picks_the_requested_profile():
         plan = solver.plan({"nodes": [{"name": "n1", "gpus": [{"model": model, "count": 2}]}],
                             "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
         assert [d["resource"] for d in plan["decisions"]] == ["nvidia.com/mig-3g.40gb"]
+    # on a fleet whose cheaper A100 40GB has no 3g.40gb (it would give a whole GPU), the item goes where the profile is
+    plan = solver.plan({"nodes": [{"name": "small", "gpus": [{"model": "NVIDIA A100-SXM4-40GB", "count": 8}]},
+                                  {"name": "big", "gpus": [{"model": A100, "count": 1}]}],
+                        "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
+    assert [(d["resource"], d["model"]) for d in plan["decisions"]] == [("nvidia.com/mig-3g.40gb", "a100_80gb")]
+    with pytest.raises(GpuOpsError, match="unknown MIG resource"):
+        solver.plan({"nodes": [{"name": "big", "gpus": [{"model": A100, "count": 1}]}],
+                     "demand": [dict(new[("team-a", "llm")], resource="nvidia.com/mig-3g.41gb")]})
 
 
 def test_pending_pods_of_a_declared_item_raise_its_replicas_to_running_plus_pending():
@@ -168,7 +177,7 @@ def test_running_gpu_pods_of_no_item_are_demand_too_and_their_nodes_are_busy():
     waiting = [mig_pod("embed-5b-y0", ns="team-c", profile="2g.20gb", owner=("ReplicaSet", "embed-5b"))]
     out = pending.pending_demand(running + waiting, now=NOW)
     assert out["demand"] == [{"tenant": "team-c", "name": "embed", "replicas": 3, "memory_gb": 20.0, "compute": 0.2857,
-                              "isolation": "strict", "kind": "inference"}]
+                              "isolation": "strict", "kind": "inference", "resource": "nvidia.com/mig-2g.20gb"}]
     assert out["changes"][0]["reason"] == ("2 running and 1 pending pod(s) of team-c/embed (no demand item) ask for "
                                            "nvidia.com/mig-2g.20gb x1: new item team-c/embed")
     assert out["busy_nodes"] == {"n1": 2}
