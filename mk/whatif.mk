@@ -5,8 +5,11 @@
 #                       (paper/whatif.md, claims/whatif.md). With WHATIF_EXPECTED=<the artefact's
 #                       experiments/analysis/expected_results> the paper report shows our difference to its curves.
 #   make bench-whatif   seconds per experiment (8,152 pods + inflation on 6,212 GPUs) per policy and sharing mode
+#   make bench-whatif-replanned  departures: exclusive / fractional / static mig / static planned / replanned, GPU-hours
+#                       held, served, never placed, pending, reconfigurations (3 workloads x WHATIF_SEEDS seeds), its
+#                       target met or not; report in WHATIF_OUT/replanned, the SVGs also in docs/img
 # Not part of `make test` (minutes of CPU); tests/e2e/test_whatif_scheduler.py runs in `make e2e`.
-.PHONY: whatif whatif-paper whatif-claims bench-whatif
+.PHONY: whatif whatif-paper whatif-claims bench-whatif bench-whatif-replanned
 
 WHATIF_OUT ?= $(TOP)/.build/whatif
 WHATIF_SEEDS ?= 10
@@ -24,3 +27,7 @@ whatif-claims: venv
 
 bench-whatif: venv
 	python benchmarks/whatif_bench.py $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))
+
+bench-whatif-replanned: venv
+	python benchmarks/whatif_replanned.py --seeds $(WHATIF_SEEDS) --out $(WHATIF_OUT)/replanned --img docs/img \
+	  $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))
