@@ -48,7 +48,7 @@ options:
       - C(current) is today's MIG layout - a mig.config name (C(all-disabled), C(all-balanced), C(all-<profile>), or a
         config of O(current_configs)), a mapping profile to count, or a list with one of those per GPU. Build the list
         with the filters C(gpuops.k8s.gpu_plan_nodes) (from gpu_info facts or gpu_nodes inventory host vars).
-      - C(busy) is the number of GPU pods running on the node (the filter C(gpuops.k8s.gpu_replan_nodes) sets it): on
+      - C(busy) is the number of GPU pods running on the node (the filter C(gpuops.k8s.gpu_replan_nodes) sets it) - on
         equal cost a plan keeps the layouts of busy nodes and changes idle nodes first.
     type: list
     elements: dict
@@ -58,9 +58,9 @@ options:
       - The tenants' workloads - C(tenant) (its namespace), C(name), C(replicas), C(memory_gb) (what one replica needs
         on one device), C(compute) (fraction of a GPU, default the slice the memory implies), C(kind) (V(inference),
         V(training), V(dev)), C(isolation) (V(strict), V(shared)), C(priority) (higher is placed first when GPUs run
-        out), C(gpus_per_replica) (whole GPUs on one node), C(resource) (optional: the extended resource the item's
+        out), C(gpus_per_replica) (whole GPUs on one node), C(resource) (optional - the extended resource the item's
         pods already request, e.g. C(nvidia.com/mig-3g.40gb); the item is then served only on models where it gets
-        that resource - the filter C(gpuops.k8s.gpu_pending_demand) sets it for pending pods).
+        that resource; the filter C(gpuops.k8s.gpu_pending_demand) sets it for pending pods).
     type: list
     elements: dict
     required: true
