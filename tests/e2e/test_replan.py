@@ -182,3 +182,54 @@ def test_a_node_whose_drain_a_pdb_blocks_is_left_for_the_next_round(loop):
     assert loop["names"][0] not in guard["roll"]
     assert _profiles(loop, loop["names"][0]) == [["1g.10gb"] * 7]
     assert _model_pod(loop) == [(loop["model_uid"], "Running", loop["names"][0])]
+
+
+def test_the_eda_source_sees_pending_gpu_pods_on_the_api_server(loop):
+    """extensions/eda/plugins/event_source/pending_gpu_pods.py (the rulebook gpu_replan's source) on the real
+    kube-apiserver: two pods pending for nvidia.com/mig-4g.40gb (no node offers it) -> one debounced event naming
+    both; a CPU-only pending pod -> no event."""
+    import asyncio
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location("pending_gpu_pods", os.path.join(
+        TOP, "extensions", "eda", "plugins", "event_source", "pending_gpu_pods.py"))
+    src = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(src)
+    api, team = loop["api"], loop["team"]
+    loop["apps"].create_namespaced_deployment(team, _deployment("burst", 2, "nvidia.com/mig-4g.40gb", {"e2e-replan": loop["u"]}))
+    api.create_namespaced_pod(team, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-hog"},
+                                     "spec": {"nodeSelector": {"e2e-replan": loop["u"]}, "tolerations": TOLERATE,
+                                              "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                                              "resources": {"requests": {"cpu": "10000"}}}]}})
+
+    class Q(object):
+        def __init__(self):
+            self.events = []
+
+        async def put(self, event):
+            self.events.append(event)
+
+    q = Q()
+
+    async def run():
+        task = asyncio.ensure_future(src.main(q, {"kubeconfig": loop["kubeconfig"], "namespaces": [team],
+                                                  "debounce_s": 2, "max_wait_s": 20, "repeat_s": 600}))
+        t0 = time.time()
+        while not q.events and time.time() - t0 < 60:
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(4)  # no second event for the same set
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    try:
+        asyncio.run(run())
+        assert len(q.events) == 1, q.events
+        ev = q.events[0]["pending_gpu_pods"]
+        assert ev["count"] == 2 and ev["resources"] == {"nvidia.com/mig-4g.40gb": 2}, ev
+        assert all(p["name"].startswith("burst-") for p in ev["pods"]), ev
+    finally:
+        loop["apps"].delete_namespaced_deployment("burst", team)
+        api.delete_namespaced_pod("cpu-hog", team)
