@@ -92,3 +92,20 @@ def test_rulebook_runs_the_collections_health_playbook():
         assert rule["throttle"]["group_by_attributes"] == ["event.fingerprint"]
         assert rule["action"]["run_playbook"]["lock"] == "gpuops-gpu-health"
         assert rule["action"]["run_playbook"]["extra_vars"]["gpu_health_alert"] == "{{ event }}"
+
+
+def test_replan_rulebook_runs_the_replan_playbook_with_its_own_variables():
+    with open(os.path.join(TOP, "extensions", "eda", "rulebooks", "gpu_replan.yml")) as f:
+        (ruleset,) = yaml.safe_load(f)
+    assert ruleset["execution_strategy"] == "sequential" and "localhost" in ruleset["hosts"]
+    (source,) = ruleset["sources"]
+    assert "gpuops.k8s.pending_gpu_pods" in source
+    assert os.path.isfile(os.path.join(TOP, "extensions", "eda", "plugins", "event_source", "pending_gpu_pods.py"))
+    runs = [r for r in ruleset["rules"] if "run_playbook" in r.get("action", {})]
+    assert [r["action"]["run_playbook"]["name"] for r in runs] == ["gpuops.k8s.replan"]
+    action = runs[0]["action"]["run_playbook"]
+    assert action["lock"] == "gpuops-replan"
+    with open(os.path.join(TOP, "playbooks", "replan.meta.yml")) as f:
+        options = yaml.safe_load(f)["argument_specs"]["main"]["options"]
+    assert sorted(set(action["extra_vars"]) - set(options)) == []
+    assert action["extra_vars"]["replan_trigger"] == "{{ event.pending_gpu_pods }}"
