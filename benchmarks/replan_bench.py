@@ -79,7 +79,7 @@ def scene(gpus, n_pending, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--pending", type=int, default=200)
     ap.add_argument("--budget", type=int, default=32, help="disruption budget (GPUs) of the re-plan")

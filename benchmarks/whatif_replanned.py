@@ -153,7 +153,7 @@ def main(argv=None):
             t0 = time.time()
             out, meta = one_setting(csv_dir, wl, seeds, args.scoring, sample, inflation)
             head = ("## %s, %s: %d GPUs%s, %d pods, inflation %.1f, scoring %s, seeds %d..%d (%.0f s; gpu_plan %.2f s "
-                    "per plan)" % (wl, setting, meta["gpus"], (" (a sample of %d nodes, seed %d)" % (sample, seeds[0]))
+                    "per plan)" % (wl, setting, meta["gpus"], (" (a sample of %s nodes, seed %s)" % (sample, seeds[0]))
                                    if sample else "", meta["pods"], inflation, args.scoring, seeds[0], seeds[-1],
                                    time.time() - t0, sum(meta["plan_seconds"]) / len(meta["plan_seconds"])))
             print(head)

@@ -311,6 +311,7 @@ def main():
         required_by={"config": "config_file"},
         supports_check_mode=True,
     )
+
     def partition():
         with writable.open_nvml(module.params["simulator"], read_only=module.check_mode) as backend:
             return mig_engine.run_mig_partition(backend, module.params, check_mode=module.check_mode, diff=module._diff)

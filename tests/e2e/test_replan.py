@@ -61,8 +61,8 @@ def loop(k8s_cluster, tmp_path_factory):
         "name": "Simulated hosts at all-1g.10gb", "hosts": "gpu_nodes", "gather_facts": False,
         "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
         "tasks": [
-            {"name": "Host", "gpuops.k8s.nvml_simulator": {"path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}",
-                                                            "reset": True}},
+            {"name": "Host", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
             {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
             {"name": "Layout", "gpuops.k8s.mig_partition": {"config_file": str(work / "files" / "mig-config.yaml"),
                                                             "config": "all-1g.10gb"}}]}]))

@@ -475,4 +475,3 @@ def version_tuple(version: Any) -> Tuple[int, ...]:
         digits = re.match(r"\d+", part)
         out.append(int(digits.group(0)) if digits else 0)
     return tuple(out)
-

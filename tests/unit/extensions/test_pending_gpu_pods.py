@@ -77,8 +77,7 @@ class FakeWatch(object):
     def stream(self, fn, **kw):
         self.calls.append(kw.get("resource_version"))
         events = self.streams.pop(0) if self.streams else []
-        for ev in events:
-            yield ev
+        yield from events
 
     def stop(self):
         pass
