@@ -22,7 +22,6 @@ nvidia.com/gpu), label_selector, debounce_s (30), max_wait_s (300), repeat_s (60
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 import time
 
@@ -94,31 +93,24 @@ def parse_args(args):
     unknown = sorted(k for k in args if k not in KNOWN and not str(k).startswith("eda_"))
     if unknown:
         raise ArgError("pending_gpu_pods: unknown arguments %s; valid: %s" % (", ".join(unknown), ", ".join(KNOWN)))
-    out = {}
-    for key in ("kubeconfig", "context", "label_selector"):
-        value = args.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ArgError("pending_gpu_pods: %s must be a string, got %r" % (key, value))
-        out[key] = value or None
+    out = {"kubeconfig": args.get("kubeconfig"), "context": args.get("context"),
+           "label_selector": args.get("label_selector")}
     ns = args.get("namespaces")
     if ns is not None and (not isinstance(ns, list) or not all(isinstance(n, str) and n for n in ns)):
         raise ArgError("pending_gpu_pods: namespaces must be a list of namespace names, got %r" % (ns,))
     out["namespaces"] = list(ns) if ns else None
     res = args.get("resources") or list(DEFAULT_RESOURCES)
-    if not isinstance(res, list) or not all(isinstance(r, str) and "/" in r and not r.startswith("/") for r in res):
-        raise ArgError("pending_gpu_pods: resources must be a list of extended resource name prefixes "
-                       "(domain/name, e.g. nvidia.com/mig-, nvidia.com/gpu), got %r" % (res,))
+    if not isinstance(res, list) or not all(isinstance(r, str) and r.startswith("nvidia.com/") for r in res):
+        raise ArgError("pending_gpu_pods: resources must be a list of nvidia.com/ resource name prefixes "
+                       "(e.g. nvidia.com/mig-, nvidia.com/gpu), got %r" % (res,))
     out["resources"] = tuple(res)
     for key, default in NUMBERS.items():
-        value = args.get(key)
-        value = default if value is None or value == "" else value
+        value = args.get(key, default)
         try:
-            if isinstance(value, bool):
-                raise TypeError(value)
             value = float(value)
         except (TypeError, ValueError):
             raise ArgError("pending_gpu_pods: %s must be a number of seconds >= 0, got %r" % (key, value))
-        if not math.isfinite(value) or value < 0:
+        if value < 0:
             raise ArgError("pending_gpu_pods: %s must be a number of seconds >= 0, got %r" % (key, value))
         out[key] = value
     if out["max_wait_s"] < out["debounce_s"]:
@@ -242,21 +234,13 @@ def _client(opts):
     return client.ApiClient(), client.CoreV1Api()
 
 
-def _version(obj):
-    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
-
-
-def watch_pods(opts, on_list, on_event, stop, namespace=None, api=None, list_fn=None, watch_factory=None,
-               sleep=time.sleep, watch_timeout_s=50):
-    """Blocking list + watch loop for one namespace (None: all): ``on_list(pods)`` after each (re-)list,
-    ``on_event(type, pod)`` per ADDED/MODIFIED/DELETED; pods as dicts. A watch that ends (its timeout) resumes from
-    the last resourceVersion; 410 Gone (the version is too old) re-lists; any other error re-lists after a backoff
-    (1 s doubling to 30 s). Ends when ``stop`` is set. ``api``: ``_client(opts)``;
-    ``list_fn``/``watch_factory``/``sleep``: for tests."""
-    api_client = None
+def watch_pods(opts, on_list, on_event, stop, namespace=None, list_fn=None, watch_factory=None, sleep=time.sleep):
+    """Blocking list + watch loop for one namespace (or all): ``on_list(pods)`` after each (re-)list,
+    ``on_event(type, pod)`` per watch event; pods as dicts. Ends when ``stop`` is set."""
+    api_client = core = None
     if list_fn is None:
         from kubernetes import watch
-        api_client, core = api or _client(opts)
+        api_client, core = _client(opts)
         kw = {"label_selector": opts["label_selector"]} if opts["label_selector"] else {}
         if namespace:
             def list_fn(**more):
@@ -267,110 +251,82 @@ def watch_pods(opts, on_list, on_event, stop, namespace=None, api=None, list_fn=
         watch_factory = watch.Watch
 
     def as_dict(obj):
-        return obj if isinstance(obj, dict) or api_client is None else api_client.sanitize_for_serialization(obj)
+        return obj if isinstance(obj, dict) else api_client.sanitize_for_serialization(obj)
 
     backoff = 1.0
     while not stop.is_set():
         try:
-            listed = as_dict(list_fn())
-            on_list(listed.get("items") or [])
-            version = _version(listed)
+            listed = list_fn()
+            listed_d = as_dict(listed)
+            on_list(listed_d.get("items") or [])
+            version = (listed_d.get("metadata") or {}).get("resourceVersion")
             backoff = 1.0
-            gone = False
-            while not stop.is_set() and not gone:
-                w = watch_factory()
-                for ev in w.stream(list_fn, resource_version=version, timeout_seconds=watch_timeout_s,
-                                   allow_watch_bookmarks=True):
-                    obj = ev.get("raw_object")
-                    if obj is None:
-                        obj = as_dict(ev.get("object"))
-                    kind = ev.get("type")
-                    if kind == "ERROR":  # the client raises on ERROR; a fake stream (or an older client) yields it
-                        gone = (obj or {}).get("code") == 410
-                        if not gone:
-                            raise RuntimeError("watch error: %s" % ((obj or {}).get("message") or obj))
-                        break
-                    version = _version(obj) or version
-                    if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        on_event(kind, obj)
-                    if stop.is_set():
-                        w.stop()
-                        break
+            w = watch_factory()
+            for ev in w.stream(list_fn, resource_version=version, timeout_seconds=60, allow_watch_bookmarks=True):
+                if stop.is_set():
+                    w.stop()
+                    break
+                obj = as_dict(ev.get("raw_object") or ev.get("object"))
+                if ev.get("type") == "ERROR":
+                    if (obj or {}).get("code") == 410:
+                        break  # Gone: re-list
+                    continue
+                if ev.get("type") == "BOOKMARK":
+                    continue
+                on_event(ev.get("type"), obj)
         except Exception as e:  # pylint: disable=broad-except
-            if getattr(e, "status", None) == 410:
-                continue  # Gone: re-list at once
+            status = getattr(e, "status", None)
+            if status == 410:
+                continue
             if stop.is_set():
                 break
             sleep(backoff)
             backoff = min(backoff * 2, 30.0)
 
 
-class Tracker(object):
-    """What the watch threads report, kept in a Debouncer under a lock (namespaced re-lists keep the others)."""
+async def main(queue, args):
+    """ansible-rulebook's entry point."""
+    opts = parse_args(args)
+    loop = asyncio.get_running_loop()
+    deb = Debouncer(opts["debounce_s"], opts["max_wait_s"], opts["repeat_s"])
+    lock = threading.Lock()
+    stop = threading.Event()
+    prefixes = opts["resources"]
 
-    def __init__(self, opts, clock):
-        self.deb = Debouncer(opts["debounce_s"], opts["max_wait_s"], opts["repeat_s"])
-        self.prefixes = opts["resources"]
-        self.clock = clock
-        self.lock = threading.Lock()
-
-    @staticmethod
     def key(pod):
         meta = pod.get("metadata") or {}
-        return (meta.get("namespace") or "", meta.get("name") or "")
+        return (meta.get("namespace"), meta.get("name"))
 
-    def on_list(self, namespace):
+    def lister(ns):
         def on_list(pods):
-            with self.lock:
-                keep = dict((k, v) for k, v in self.deb.pods.items() if namespace and k[0] != namespace)
+            with lock:
+                keep = dict((k, v) for k, v in deb.pods.items() if ns and k[0] != ns)
                 for p in pods:
-                    facts = classify(p, self.prefixes)
+                    facts = classify(p, prefixes)
                     if facts is not None:
-                        keep[self.key(p)] = facts
-                self.deb.replace(keep, self.clock())
+                        keep[key(p)] = facts
+                deb.replace(keep, time.time())
         return on_list
 
-    def on_event(self, kind, pod):
-        with self.lock:
-            facts = None if kind == "DELETED" else classify(pod, self.prefixes)
-            self.deb.update(self.key(pod), facts, self.clock())
+    def on_event(kind, pod):
+        with lock:
+            deb.update(key(pod), None if kind == "DELETED" else classify(pod, prefixes), time.time())
 
-    def due(self):
-        with self.lock:
-            return self.deb.due(self.clock())
-
-
-async def run(queue, opts, watcher=None, clock=time.monotonic, tick_s=None):
-    """The source's loop on validated ``opts``: one watch thread per namespace (or one for all), a tick that puts
-    due events on ``queue``. ``watcher``/``clock``/``tick_s``: for tests."""
-    if watcher is None:
-        api = _client(opts)  # a bad kubeconfig or context fails here, before any thread
-
-        def watcher(*a):
-            return watch_pods(*a, api=api)
-    tracker = Tracker(opts, clock)
-    stop = threading.Event()
     threads = []
     for ns in (opts["namespaces"] or [None]):
-        t = threading.Thread(target=watcher, args=(opts, tracker.on_list(ns), tracker.on_event, stop, ns),
-                             name="pending_gpu_pods-%s" % (ns or "all"), daemon=True)
+        t = threading.Thread(target=watch_pods, args=(opts, lister(ns), on_event, stop, ns), daemon=True)
         t.start()
         threads.append(t)
-    tick = tick_s if tick_s is not None else min(1.0, max(0.05, opts["debounce_s"] / 4.0))
     try:
         while True:
-            await asyncio.sleep(tick)
-            event = tracker.due()
+            await asyncio.sleep(min(1.0, max(0.05, opts["debounce_s"] / 4.0)))
+            with lock:
+                event = deb.due(time.time())
             if event is not None:
                 await queue.put(event)
     finally:
-        stop.set()  # the threads are daemons and end at their watch's next event or timeout
-
-
-async def main(queue, args):
-    """ansible-rulebook's entry point: validates ``args`` (ArgError before any watch), then watches."""
-    opts = parse_args(args)
-    await run(queue, opts)
+        stop.set()
+        await loop.run_in_executor(None, lambda: [t.join(0.1) for t in threads])
 
 
 if __name__ == "__main__":
