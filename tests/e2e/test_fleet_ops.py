@@ -50,23 +50,6 @@ def _playbook(args, inventory, kubeconfig, timeout=900):
     return run.rc, run.text + ("\n" + run.explain() if not run.ok else "")
 
 
-def _hosts_at_all_1g(work, group, inventory, kubeconfig):
-    """Simulated hosts of ``group`` (gpuops_simulator, gpuops_sim_gpus), MIG on, at all-1g.10gb of work/files/mig-config.yaml."""
-    setup = work / "setup.yml"
-    setup.write_text(yaml.safe_dump([{
-        "name": "Simulated hosts at all-1g.10gb", "hosts": group, "gather_facts": False,
-        "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
-        "tasks": [
-            {"name": "Host", "gpuops.k8s.nvml_simulator": {
-                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
-            {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
-            {"name": "Layout", "gpuops.k8s.mig_partition": {
-                "config_file": str(work / "files" / "mig-config.yaml"), "config": "all-1g.10gb"}},
-        ]}]))
-    rc, out = _playbook([str(setup)], str(inventory), kubeconfig)
-    assert rc == 0, out[-4000:]
-
-
 class Watcher(threading.Thread):
     """Records node changes (state label, cordon, MIG resources) and the PDB-protected ready count."""
 
@@ -133,7 +116,7 @@ def fleet(k8s_cluster, tmp_path_factory):
     }
     inv = work / "hosts.yml"
     inv.write_text(yaml.safe_dump(inventory))
-    _hosts_at_all_1g(work, "fleet_e2e", inv, k8s_cluster.kubeconfig)
+    gpu_nodes.sim_hosts_at_all_1g(work, "fleet_e2e", inv, k8s_cluster.kubeconfig)
     api = k8s_cluster.core
     plugin = SimDevicePlugin(api, dict((n, {"simulator": sims[n], "mig_strategy": "mixed"}) for n in names))
     for n in names:
@@ -410,7 +393,7 @@ def test_time_sliced_node_rolls_out_waiting_for_the_shared_resources(k8s_cluster
         "children": {"ts_e2e": {"hosts": {name: {
             "gpuops_simulator": sim, "gpuops_sim_gpus": [{"model": "a100_80gb", "count": 2}],
             "gpuops_k8s_node_name": name, "mig_persist": False}}}}}}))
-    _hosts_at_all_1g(tmp_path, "ts_e2e", inv, k8s_cluster.kubeconfig)
+    gpu_nodes.sim_hosts_at_all_1g(tmp_path, "ts_e2e", inv, k8s_cluster.kubeconfig)
 
     # the device plugin as gpuops.k8s.device_plugin deploys it: named configs, DEFAULT_CONFIG on the DaemonSet
     api, api_client = k8s_cluster.core, k8s_cluster.api_client()

@@ -56,17 +56,7 @@ def loop(k8s_cluster, tmp_path_factory):
                  "mig_persist": False}) for n in names)}}}}
     inv = work / "hosts.yml"
     inv.write_text(yaml.safe_dump(inventory))
-    setup = work / "setup.yml"
-    setup.write_text(yaml.safe_dump([{
-        "name": "Simulated hosts at all-1g.10gb", "hosts": "gpu_nodes", "gather_facts": False,
-        "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
-        "tasks": [
-            {"name": "Host", "gpuops.k8s.nvml_simulator": {
-                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
-            {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
-            {"name": "Layout", "gpuops.k8s.mig_partition": {"config_file": str(work / "files" / "mig-config.yaml"),
-                                                            "config": "all-1g.10gb"}}]}]))
-    playbook.run(str(setup), inventory=str(inv), kubeconfig=k8s_cluster.kubeconfig, timeout=300)
+    gpu_nodes.sim_hosts_at_all_1g(work, "gpu_nodes", inv, k8s_cluster.kubeconfig)
     api = k8s_cluster.core
     for n in names:
         gpu_nodes.ensure_node(api, n, gpus=[{"model": "a100_80gb", "count": 1}], mig_strategy="mixed",

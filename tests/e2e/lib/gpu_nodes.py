@@ -179,3 +179,21 @@ def apply_fleet(kubeconfig, fleet):
     for name, spec in fleet.items():
         ensure_node(api, name, **spec)
     return list(fleet)
+
+
+def sim_hosts_at_all_1g(work, group, inventory, kubeconfig):
+    """Simulated hosts of ``group`` (host vars gpuops_simulator, gpuops_sim_gpus) created afresh, MIG on, at
+    all-1g.10gb of ``work``/files/mig-config.yaml (ansible-playbook of the collection's modules)."""
+    from lib import playbook  # noqa  (tests/e2e on sys.path)
+    setup = work / "setup.yml"
+    setup.write_text(yaml.safe_dump([{
+        "name": "Simulated hosts at all-1g.10gb", "hosts": group, "gather_facts": False,
+        "module_defaults": {"group/gpuops.k8s.nvml": {"simulator": "{{ gpuops_simulator }}"}},
+        "tasks": [
+            {"name": "Host", "gpuops.k8s.nvml_simulator": {
+                "path": "{{ gpuops_simulator }}", "gpus": "{{ gpuops_sim_gpus }}", "reset": True}},
+            {"name": "MIG on", "gpuops.k8s.mig_mode": {"state": "enabled", "reset": True}},
+            {"name": "Layout", "gpuops.k8s.mig_partition": {
+                "config_file": str(work / "files" / "mig-config.yaml"), "config": "all-1g.10gb"}},
+        ]}]))
+    playbook.run(str(setup), inventory=str(inventory), kubeconfig=kubeconfig, timeout=300)
