@@ -19,6 +19,8 @@ description:
   - Sets each node's C(current) from the live C(nvidia.com/mig.config) label of its Node (the inventory may be older
     than the last rollout) and C(busy) from the running GPU pods per node, so that on equal cost the planner keeps
     busy nodes' layouts and changes idle nodes first.
+  - A node with neither the label nor a C(current) is taken at C(all-disabled) (no plan has split its GPUs), so that
+    a plan that splits them counts them against the disruption budget.
 options:
   _input:
     description: gpu_plan's node list (e.g. from the gpuops.k8s.gpu_plan_nodes filter).

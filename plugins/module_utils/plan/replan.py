@@ -105,7 +105,11 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 def planner_nodes(nodes, k8s_nodes=None, busy=None):
     """The planner's node list for a re-plan: each node's ``current`` from its live ``nvidia.com/mig.config`` label
     (the inventory may be older than the last rollout) and ``busy``, its running GPU pods (on equal cost the planner
-    keeps busy nodes' layouts and changes idle nodes first)."""
+    keeps busy nodes' layouts and changes idle nodes first).
+
+    A node with neither a label nor a ``current`` is taken at ``all-disabled``: no plan has set its MIG layout, so it
+    runs its GPUs whole (the GPU Operator's default), and a plan that splits them counts them against the disruption
+    budget (unknown layouts would be free to change)."""
     if not isinstance(nodes, list):
         raise GpuOpsError("nodes must be gpu_plan's node list, got %s" % type(nodes).__name__)
     live = {}
@@ -120,6 +124,8 @@ def planner_nodes(nodes, k8s_nodes=None, busy=None):
         n = dict(n)
         if n.get("name") in live:
             n["current"] = live[n["name"]]
+        elif n.get("current") is None:
+            n["current"] = "all-disabled"
         n["busy"] = int(busy.get(n.get("name"), 0))
         out.append(n)
     return out

@@ -205,6 +205,19 @@ def test_planner_nodes_take_the_live_label_and_the_busy_count():
              {"name": "b", "gpus": [{"model": A100, "count": 1}]}]
     live = [{"metadata": {"name": "a", "labels": {"nvidia.com/mig.config": "plan-x"}}}, {"metadata": {"name": "b"}}]
     out = replan.planner_nodes(nodes, live, {"a": 3})
-    assert [(n["name"], n.get("current"), n.get("busy")) for n in out] == [("a", "plan-x", 3), ("b", None, 0)]
+    assert [(n["name"], n.get("current"), n.get("busy")) for n in out] == [("a", "plan-x", 3), ("b", "all-disabled", 0)]
     with pytest.raises(GpuOpsError, match="node list"):
         replan.planner_nodes({"a": 1})
+
+
+def test_a_node_no_plan_has_labelled_counts_against_the_budget():
+    """Unlabelled, without ``current``: its GPUs are whole, so splitting one is a reconfiguration (budget 0: none)."""
+    nodes = replan.planner_nodes([{"name": "b", "gpus": [{"model": A100, "count": 1}]}],
+                                 [{"metadata": {"name": "b"}}])
+    demand = [{"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40, "compute": 0.4285,
+               "kind": "inference", "isolation": "strict", "resource": "nvidia.com/mig-3g.40gb"}]
+    held = solver.plan({"nodes": nodes, "demand": demand, "disruption_budget": 0, "solver": "heuristic"})
+    assert held["summary"]["reconfigured_gpus"] == 0 and held["unplaced"][0]["replicas"] == 2, held["unplaced"]
+    assert "disruption_budget" in held["unplaced"][0]["reason"]
+    moved = solver.plan({"nodes": nodes, "demand": demand, "disruption_budget": 1, "solver": "heuristic"})
+    assert moved["summary"]["reconfigured_gpus"] == 1 and not moved["unplaced"], moved["summary"]
