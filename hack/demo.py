@@ -1,6 +1,6 @@
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""`make demo`: the whole story of gpuops.k8s on the simulated lab, in seven acts.
+"""`make demo`: the whole story of gpuops.k8s on the simulated lab, in eight acts.
 
 Starts the local control plane (tests/e2e/lib/cluster.py) in its own state directory with the kwok
 nodes of inventories/sim, the simulated device plugin and the GPU metric path (tests/e2e/lib/metrics_lab.py:

@@ -7,6 +7,7 @@ left running and that `--clean` removes the outputs.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -56,8 +57,8 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
                           check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-8000:]
-    for n in range(1, 8):
-        assert "act %d of 7" % n in out, out[-4000:]
+    for n in range(1, 9):
+        assert "act %d of 8" % n in out, out[-4000:]
     assert "demo finished" in out
 
     assert _act(demo_dir, 1)["hosts"] == {"dgx-a100-01": 8, "hgx-h100-01": 8, "hgx-h200-01": 8, "l40s-01": 4}
@@ -127,14 +128,32 @@ def test_demo_tells_the_whole_story_and_cleans_up(tmp_path):
     assert len(act6["reasons"]) == 1 and "ECC" in act6["reasons"][0], act6
     assert act6["cordoned_after_recovery"] is False
 
+    # act 7: the closed loop. Pods pending for a slice no node offered; one round of replan.yml changed at most the
+    # budget's GPUs, rolled only the node that changes, the pods bound there, and the model server (in a 1g slice
+    # of a node that did not roll, guarded by a PodDisruptionBudget) is the same pods on the same node
     act7 = _act(demo_dir, 7)
-    pct = act7["allocated_pct"]
+    resource, profile = act7["resource"], act7["resource"].split("mig-", 1)[1]
+    assert all(resource not in allocatable for allocatable in act4["allocatable"].values()), act4["allocatable"]
+    assert len(act7["pending"]) == act7["replicas"] == 2, act7["pending"]
+    assert 0 < act7["reconfigured_gpus"] <= act7["budget"] and act7["unplaced"] == [], act7
+    assert len(act7["roll"]) == 1 and act7["deferred"] == [] and list(act7["changed"]) == act7["roll"], act7
+    rolled = act7["roll"][0]
+    assert sorted(act7["bound"].values()) == [rolled] * act7["replicas"], act7["bound"]
+    assert sum(gpu.count(profile) for gpu in act7["layouts"][rolled]) >= act7["replicas"], act7["layouts"]
+    assert act7["kept_after"] == act7["kept_before"] and act7["kept_before"], act7
+    assert all(not k.endswith("@" + rolled) for k in act7["kept_before"]), act7
+    assert int(act7["quota"]["requests." + resource]) == act7["replicas"], act7["quota"]
+    assert "%s/%s: %d pods Running on %s" % ("research", "eval", act7["replicas"], rolled) in out
+
+    act8 = _act(demo_dir, 8)
+    pct = act8["allocated_pct"]
     assert set(pct) == set("%s/%s" % (s, p) for s in ("exclusive", "fractional") for p in ("random", "best-fit", "fgd"))
     assert all(0 < v <= 100 for v in pct.values()), pct
-    if act7["pods_csv"].endswith("openb_pod_list_default.csv"):  # the whole trace: the paper's order and levels
+    assert re.search(r"fractional GPUs, fgd: [0-9.]+ % of the GPUs allocated, [0-9.]+ % of the requests served", out), out[-3000:]
+    if act8["pods_csv"].endswith("openb_pod_list_default.csv"):  # the whole trace: the paper's order and levels
         assert pct["fractional/fgd"] > pct["fractional/best-fit"] > pct["fractional/random"], pct
         assert abs(pct["fractional/fgd"] - 95.2) < 1.5 and abs(pct["fractional/random"] - 86.3) < 1.5, pct
-    assert os.path.exists(act7["report"])
+    assert os.path.exists(act8["report"])
 
     # nothing left running, and --clean removes what the demo wrote
     assert _pids_alive(os.path.join(demo_dir, "cluster")) == []
