@@ -28,8 +28,9 @@ chaos: venv collections
 # AWX jobs and event-driven remediation (docs/awx.md), on the local control plane like make e2e:
 #   make awx-jobs   every job template of awx/job_templates.yml launched with ansible-runner as AWX does, in a
 #                   fresh venv with only what execution-environment/ declares (cached by hash); job slicing
-#   make eda        the rulebook extensions/eda/rulebooks/gpu_health_alerts.yml in ansible-rulebook, fed
-#                   Alertmanager webhooks on a local port; hack/eda-setup.sh installs a Java 17+ runtime when missing
+#   make eda        the rulebooks in ansible-rulebook: gpu_health_alerts.yml fed Alertmanager webhooks on a local
+#                   port, gpu_replan.yml on GPU pods pending on the local control plane (its event source's watch);
+#                   hack/eda-setup.sh installs a Java 17+ runtime when missing
 .PHONY: awx-jobs eda
 TEST_TARGETS += awx-jobs eda
 
@@ -40,4 +41,4 @@ awx-jobs: venv collections
 eda: venv collections
 	@if [ "$${GPUOPS_SKIP_E2E:-}" = 1 ]; then echo "eda: SKIPPED on request (GPUOPS_SKIP_E2E=1); nothing was tested"; exit 0; fi; \
 	hack/eda-setup.sh || exit 1; \
-	python -m pytest -q -p no:cacheprovider -s --basetemp=$(TOP)/.cache/pytest-eda tests/awx/test_eda.py
+	python -m pytest -q -p no:cacheprovider -s --basetemp=$(TOP)/.cache/pytest-eda tests/awx/test_eda.py tests/awx/test_eda_replan.py
