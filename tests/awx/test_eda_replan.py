@@ -147,4 +147,3 @@ def test_a_changed_set_runs_again_an_unchanged_one_does_not(loop):
     # the same 3 pods stay pending: no event before repeat_s (600 s), so no third run
     time.sleep(8)
     assert rb.runs() == 2, rb.log()[-4000:]
-
