@@ -26,6 +26,7 @@ import urllib.request
 import pytest
 import yaml
 
+from awxlib import rulebook as rulebook_lib
 from lib import gpu_nodes
 from lib.wait import wait_for
 
@@ -41,19 +42,12 @@ def free_port():
     return port
 
 
-class Rulebook(object):
-    def __init__(self, proc, log_path, port):
-        self.proc = proc
-        self.log_path = log_path
+class WebhookRulebook(rulebook_lib.Rulebook):
+    """The health rulebook, whose source is ansible-rulebook's webhook on ``port``."""
+
+    def __init__(self, port, *args):
+        super(WebhookRulebook, self).__init__(*args)
         self.port = port
-        self.t0 = time.time()
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def runs(self):
-        return self.log().count("PLAY RECAP")
 
     def post(self, body, raw=None):
         data = raw if raw is not None else json.dumps(body).encode()
@@ -64,14 +58,6 @@ class Rulebook(object):
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code
-
-    def wait_log(self, text, count=1, timeout=120):
-        return wait_for(lambda: self.log().count(text) >= count, timeout, what="%d x %r in the rulebook log" % (count, text))
-
-    def wait_runs(self, n, timeout=180):
-        wait_for(lambda: self.runs() >= n, timeout, what="%d playbook runs" % n)
-        # a run is done when its recap is printed; give the log a moment to flush the rest
-        return self.runs()
 
 
 def alert(node, fingerprint, status="firing", xid=79, gpu=0, **labels):
@@ -125,15 +111,10 @@ def pool(k8s_cluster, de, tmp_path_factory, unique_pool):
     with open(vars_path, "w") as f:
         yaml.safe_dump({"gpuops_eda_port": port, "gpuops_eda_node_selector": selector,
                         "gpuops_eda_max_unhealthy_fraction": 0.25, "gpuops_eda_uncordon_after": 2}, f)
-    log_path = str(work / "rulebook.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen([os.path.join(de.bin, "ansible-rulebook"), "-r", "gpuops.k8s.gpu_health_alerts",
-                             "-i", inv_path, "--vars", vars_path, "-v"],
-                            cwd=str(work), env=env, stdout=log, stderr=subprocess.STDOUT)
-    rulebook = Rulebook(proc, log_path, port)
+    rulebook = WebhookRulebook(port, de, "gpuops.k8s.gpu_health_alerts", inv_path, vars_path, str(work), env)
 
     def listening():
-        assert proc.poll() is None, "ansible-rulebook exited:\n" + rulebook.log()[-3000:]
+        rulebook.alive()
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return True
@@ -143,14 +124,9 @@ def pool(k8s_cluster, de, tmp_path_factory, unique_pool):
     state = {"api": api, "names": names, "rulebook": rulebook, "inventory": inv_path, "selector": selector,
              "env": env, "de": de, "work": str(work), "sim_dir": sim_dir}
     yield state
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    rulebook.stop()
     print("\nEDA timeline (s since the rulebook listened):\n" + "\n".join("  %6.1f  %s" % e for e in TIMELINE))
-    print("rulebook log: %s (%d playbook runs)" % (log_path, rulebook.runs()))
+    print("rulebook log: %s (%d playbook runs)" % (rulebook.log_path, rulebook.runs()))
     for name in names:
         gpu_nodes.delete_node(api, name)
 

@@ -13,8 +13,6 @@ tests/e2e/test_replan.py rolls the nodes with the same playbook; here what is pr
 2. Scaled to 3 -> the set changed: one more run, with 3 pods (the third waits: a second GPU would pass the budget);
    unchanged after that -> no third run (repeat_s 600).
 """
-import os
-import subprocess
 import time
 import uuid
 
@@ -22,39 +20,11 @@ import pytest
 import yaml
 from kubernetes import client
 
+from awxlib import rulebook as rulebook_lib
 from lib import gpu_nodes
 from lib.wait import wait_for
 
 SLICE_3G = "nvidia.com/mig-3g.40gb"
-TOLERATE = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
-
-
-def _deployment(name, replicas, selector):
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                         "nodeSelector": selector, "tolerations": TOLERATE, "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                         "resources": {"limits": {SLICE_3G: "1"}, "requests": {SLICE_3G: "1"}}}]}}}}
-
-
-class Rulebook(object):
-    def __init__(self, proc, log_path):
-        self.proc = proc
-        self.log_path = log_path
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def runs(self):
-        return self.log().count("PLAY RECAP")
-
-    def wait_runs(self, n, timeout=180):
-        def done():
-            assert self.proc.poll() is None, "ansible-rulebook exited:\n" + self.log()[-4000:]
-            return self.runs() >= n
-        wait_for(done, timeout, what="%d replan.yml runs in the rulebook log" % n)
 
 
 @pytest.fixture(scope="module")
@@ -84,24 +54,14 @@ def loop(k8s_cluster, de, tmp_path_factory):
                         "gpuops_eda_debounce_s": 2, "gpuops_eda_repeat_s": 600, "gpuops_eda_replan_apply": False,
                         "gpuops_eda_output_dir": str(work / "out"), "gpuops_eda_disruption_budget": 1}, f)
     env = de.env(HOME=str(work), ANSIBLE_HOME=str(work / ".ansible"), KUBECONFIG=k8s_cluster.kubeconfig)
-    log_path = str(work / "rulebook.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen([os.path.join(de.bin, "ansible-rulebook"), "-r", "gpuops.k8s.gpu_replan",
-                             "-i", inv_path, "--vars", vars_path, "-v"],
-                            cwd=str(work), env=env, stdout=log, stderr=subprocess.STDOUT)
-    rulebook = Rulebook(proc, log_path)
+    rulebook = rulebook_lib.Rulebook(de, "gpuops.k8s.gpu_replan", inv_path, vars_path, str(work), env)
     # the source has started its watch when the rulebook says so; a pod created before is listed anyway
     time.sleep(3)
-    assert proc.poll() is None, "ansible-rulebook exited:\n" + rulebook.log()[-4000:]
+    rulebook.alive()
     apps = client.AppsV1Api(k8s_cluster.api_client())
     yield {"u": u, "names": names, "ns": ns, "api": api, "apps": apps, "rulebook": rulebook, "work": str(work)}
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-    print("\nrulebook log: %s (%d replan.yml runs)" % (log_path, rulebook.runs()))
+    rulebook.stop()
+    print("\nrulebook log: %s (%d replan.yml runs)" % (rulebook.log_path, rulebook.runs()))
     api.delete_namespace(ns)
     for n in names:
         gpu_nodes.delete_node(api, n)
@@ -116,7 +76,7 @@ def _unschedulable(loop, n):
 
 def test_pending_pods_trigger_one_replan_run(loop):
     rb = loop["rulebook"]
-    loop["apps"].create_namespaced_deployment(loop["ns"], _deployment("llm", 2, {"e2e-eda-replan": loop["u"]}))
+    loop["apps"].create_namespaced_deployment(loop["ns"], gpu_nodes.gpu_deployment("llm", 2, SLICE_3G, {"e2e-eda-replan": loop["u"]}))
     wait_for(lambda: _unschedulable(loop, 2), 60, what="2 pods Unschedulable for %s" % SLICE_3G)
     t0 = time.time()
     rb.wait_runs(1)

@@ -28,16 +28,7 @@ MIG_CONFIG = {"version": "v1", "mig-configs": {
     "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}}
 SLICE_3G = "nvidia.com/mig-3g.40gb"
 SLICE_1G = "nvidia.com/mig-1g.10gb"
-TOLERATE = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
-
-
-def _deployment(name, replicas, resource, selector):
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                         "nodeSelector": selector, "tolerations": TOLERATE, "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                         "resources": {"limits": {resource: "1"}, "requests": {resource: "1"}}}]}}}}
+TOLERATE = [gpu_nodes.KWOK_TOLERATION]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +61,7 @@ def loop(k8s_cluster, tmp_path_factory):
         api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     apps = client.AppsV1Api(k8s_cluster.api_client())
     policy = client.PolicyV1Api(k8s_cluster.api_client())
-    apps.create_namespaced_deployment(serve, _deployment("model", 1, SLICE_1G, {"kubernetes.io/hostname": names[0]}))
+    apps.create_namespaced_deployment(serve, gpu_nodes.gpu_deployment("model", 1, SLICE_1G, {"kubernetes.io/hostname": names[0]}))
     policy.create_namespaced_pod_disruption_budget(serve, {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "model"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "model"}}}})
@@ -114,7 +105,7 @@ def _model_pod(loop):
 
 def test_pending_pods_make_one_node_roll_and_bind_while_the_model_server_keeps_running(loop):
     api, team = loop["api"], loop["team"]
-    loop["apps"].create_namespaced_deployment(team, _deployment("llm", 2, SLICE_3G, {"e2e-replan": loop["u"]}))
+    loop["apps"].create_namespaced_deployment(team, gpu_nodes.gpu_deployment("llm", 2, SLICE_3G, {"e2e-replan": loop["u"]}))
 
     def unschedulable():
         pods = api.list_namespaced_pod(team).items
@@ -186,7 +177,7 @@ def test_the_eda_source_sees_pending_gpu_pods_on_the_api_server(loop):
     src = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(src)
     api, team = loop["api"], loop["team"]
-    loop["apps"].create_namespaced_deployment(team, _deployment("burst", 2, "nvidia.com/mig-4g.40gb", {"e2e-replan": loop["u"]}))
+    loop["apps"].create_namespaced_deployment(team, gpu_nodes.gpu_deployment("burst", 2, "nvidia.com/mig-4g.40gb", {"e2e-replan": loop["u"]}))
     api.create_namespaced_pod(team, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-hog"},
                                      "spec": {"nodeSelector": {"e2e-replan": loop["u"]}, "tolerations": TOLERATE,
                                               "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",

@@ -197,3 +197,18 @@ def sim_hosts_at_all_1g(work, group, inventory, kubeconfig):
                 "config_file": str(work / "files" / "mig-config.yaml"), "config": "all-1g.10gb"}},
         ]}]))
     playbook.run(str(setup), inventory=str(inventory), kubeconfig=kubeconfig, timeout=300)
+
+
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def gpu_deployment(name, replicas, resource, node_selector):
+    """A Deployment of ``replicas`` pods, each asking for one ``resource`` (e.g. nvidia.com/mig-3g.40gb) on the kwok
+    nodes that ``node_selector`` picks; kwok runs no containers."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "nodeSelector": node_selector, "tolerations": [KWOK_TOLERATION],
+                         "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                         "resources": {"limits": {resource: "1"}, "requests": {resource: "1"}}}]}}}}
