@@ -12,9 +12,9 @@ import os
 import sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(TOP, ".build", "collections"))
+sys.path.insert(0, os.path.join(TOP, "tests", "e2e", "lib"))
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner  # noqa: E402
+from whatif_replay import replay_one  # noqa: E402  (tests/e2e/lib: puts the collection on sys.path)
 
 OUT = os.path.join(TOP, "tests", "e2e", "data", "whatif-sample")
 SAMPLE_NODES = 200
@@ -28,7 +28,7 @@ def main():
               "pods_csv": os.path.join(csv_dir, "openb_pod_list_default.csv"),
               "scoring": "kube-default", "sharing": "exclusive", "inflation": 1.0, "seed": SEED,
               "sample_nodes": SAMPLE_NODES}
-    model = runner.replay_one(params)
+    model = replay_one(params)
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "nodes.csv"), "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")

@@ -28,8 +28,8 @@ import pytest
 from lib import cluster as cluster_lib
 from lib.cluster import TOP
 from lib.wait import nodes_schedulable, pod_manifest
+from lib.whatif_replay import replay_one, stepper
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner
 
 SEED = 7
 PODS_PER_NODE = 110
@@ -80,13 +80,13 @@ def test_kube_default_predicts_the_real_scheduler(k8s_cluster, kwok_nodes, names
               "percentage_of_nodes_to_score": cluster_lib.SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE}
     others = len(k8s_cluster.core.list_node().items)
     t0 = time.time()
-    model = runner.replay_one(params, tie_seeds=range(10))
+    model = replay_one(params, tie_seeds=range(10))
     t_model = time.time()
     counts = model["placed_counts"]
     predicted = sum(counts) / float(len(counts))
     arrivals = model["arrivals"]
     assert 0 < predicted < len(arrivals)  # the sample is oversubscribed: the comparison means something
-    step = runner.stepper(params)
+    step = stepper(params)
     assert step["arrivals"] == arrivals
 
     core = k8s_cluster.core

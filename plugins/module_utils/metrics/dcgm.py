@@ -12,7 +12,7 @@ sample per device: labels ``gpu`` (the GPU index), ``UUID`` (the GPU's, also for
 from __future__ import annotations
 
 import re
-import uuid
+import uuid as uuidlib
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import GPU_RESOURCE, MIG_PREFIX
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -36,7 +36,7 @@ LABEL_ORDER = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFIL
 
 def gpu_uuid(node, index):
     """A stable, UUID-shaped identifier for simulated GPU ``index`` of ``node``."""
-    return "GPU-%s" % uuid.uuid5(uuid.NAMESPACE_DNS, "%s.gpu%d.gpuops.sim" % (node, index))
+    return "GPU-%s" % uuidlib.uuid5(uuidlib.NAMESPACE_DNS, "%s.gpu%d.gpuops.sim" % (node, index))
 
 
 def node_devices(node, capacity, gpu_count, model="NVIDIA GPU", memory_mib=81920):
@@ -73,31 +73,6 @@ def node_devices(node, capacity, gpu_count, model="NVIDIA GPU", memory_mib=81920
         devices.append({"key": "%s/%d" % (GPU_RESOURCE, i), "resource": GPU_RESOURCE, "gpu": g,
                         "uuid": gpu_uuid(node, g), "profile": None, "instance": None, "memory_mib": memory_mib})
     return devices
-
-
-def allocate(devices, pods, previous=None):
-    """Which device serves which pod: ``{device key: {namespace, pod, container}}``.
-
-    ``pods``: ``[{namespace, name, container, requests: {resource: count}}]`` bound to the node, oldest
-    first. Devices keep the pod they had in ``previous`` while that pod is listed; new pods take the
-    first free devices of the resource they request (as the device plugin hands out IDs).
-    """
-    previous = previous or {}
-    wanted = dict(((p["namespace"], p["name"]), p) for p in pods)
-    alloc = {}
-    for key, owner in previous.items():
-        if (owner["namespace"], owner["pod"]) in wanted and any(d["key"] == key for d in devices):
-            alloc[key] = owner
-    for p in pods:
-        for res, count in sorted((p.get("requests") or {}).items()):
-            if res != GPU_RESOURCE and not res.startswith(MIG_PREFIX):
-                continue
-            mine = (p["namespace"], p["name"])
-            have = sum(1 for k, o in alloc.items() if (o["namespace"], o["pod"]) == mine and k.startswith(res + "/"))
-            free = [d["key"] for d in devices if d["resource"] == res and d["key"] not in alloc]
-            for key in free[:max(0, int(count) - have)]:
-                alloc[key] = {"namespace": p["namespace"], "pod": p["name"], "container": p.get("container") or ""}
-    return alloc
 
 
 def _escape(value):

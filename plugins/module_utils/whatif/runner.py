@@ -195,58 +195,6 @@ def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, pr
     return r.run(progress), r
 
 
-def replay_one(params, seed=None, sharing=None, scoring=None, tie_seeds=None):
-    """One replay, for callers that need the arrivals and the outcome per pod (e2e comparisons).
-
-    Returns ``{"nodes", "arrivals" (Pod list, in order), "placed" (bool per arrival), "events",
-    "engine", "cluster"}`` with the same sampling, order and inflation as :func:`run`. With
-    ``tie_seeds``, the same arrivals are also replayed once per seed of the tie-breaking draws and
-    ``placed_counts`` lists the pods placed each time (the spread of a policy that breaks ties at
-    random, such as kube-default).
-    """
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
-
-    p = normalise(params)
-    seed = p["seeds"][0] if seed is None else seed
-    sharing = sharing or p["sharing"][0]
-    scoring = scoring or p["scoring"][0]
-    nodes_all, pods = load_inputs(p)
-    nodes = sample(nodes_all, p["sample_nodes"], seed)
-    cluster = whatif_engine.Cluster(nodes)
-    seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
-    lay = layouts_for(sharing, nodes, p) if sharing in ("mig", "planned") else None
-    events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, lay)
-    counts = []
-    for ts in tie_seeds or []:
-        ev, dummy_engine = replay(cluster, nodes, pods, seq, random.Random(ts), scoring, sharing, p, lay)
-        counts.append(int(ev.placed.sum()))
-    return {"nodes": nodes, "arrivals": seq, "placed": [bool(x) for x in events.placed], "events": events,
-            "engine": engine, "cluster": cluster, "placed_counts": counts}
-
-
-def stepper(params, seed=None):
-    """A replay to drive one arrival at a time (``engine.best_nodes`` / ``engine.commit``), with the
-    same sampling, order and inflation as :func:`run`: ``{"nodes", "arrivals", "engine"}``
-    (exclusive or fractional sharing)."""
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
-
-    p = normalise(params)
-    seed = p["seeds"][0] if seed is None else seed
-    sharing, scoring = p["sharing"][0], p["scoring"][0]
-    if sharing not in ("exclusive", "fractional"):
-        raise GpuOpsError("stepping is for sharing exclusive or fractional, not %r" % (sharing,))
-    nodes_all, pods = load_inputs(p)
-    nodes = sample(nodes_all, p["sample_nodes"], seed)
-    cluster = whatif_engine.Cluster(nodes)
-    seq, rng, dummy_added, dummy_removed = arrivals_for(pods, cluster.total_milli, p, seed)
-    tie = None if p["tie_break"] == "auto" else p["tie_break"]
-    typ = whatif_frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
-    replay_ = whatif_engine.MilliReplay(cluster, engine_arrivals(seq, sharing), scoring, typ, rng,
-                                        p["percentage_of_nodes_to_score"], tie)
-    return {"nodes": nodes, "arrivals": seq, "engine": replay_}
-
-
 def summarise(events, engine, cluster, seq, p, curve_points):
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
 

@@ -8,7 +8,7 @@
 1. renders the dcgm_exporter role (render mode: ServiceMonitor, prometheus-adapter rules) into
    ``render_dir`` unless the files are there (``render_manifests``);
 2. starts tests/e2e/lib/sim_dcgm_exporter.py, which keeps a file_sd file with one target per kwok GPU node,
-   labelled as the ServiceMonitor's job would label them (plugins/module_utils/metrics/scrape.py);
+   labelled as the ServiceMonitor's job would label them (sim_metrics.py);
 3. starts Prometheus (hack/k8s/build.sh prometheus) on 127.0.0.1 with that job and the workloads' own
    latency job;
 4. starts gpuops-metrics-standin (hack/k8s/build.sh metrics-standin) with the role's adapter rules and
@@ -90,9 +90,8 @@ def prometheus_config(service_monitor, targets_file, exporter_port, scrape_inter
     """prometheus.yml: the ServiceMonitor's job (targets from the exporter's file_sd file) and the
     workloads' own latency job (honor_labels: their namespace/pod labels stay)."""
     sys.path.insert(0, HERE)
-    import gpu_nodes  # noqa: F401  (collection on sys.path)
-    from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import scrape
-    job = scrape.scrape_config(service_monitor, [])
+    import sim_metrics  # noqa  (tests/e2e/lib on sys.path)
+    job = sim_metrics.scrape_config(service_monitor, [])
     del job["static_configs"]
     job["file_sd_configs"] = [{"files": [targets_file], "refresh_interval": "5s"}]
     if scrape_interval:

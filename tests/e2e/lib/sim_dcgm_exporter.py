@@ -21,7 +21,7 @@ load curve interpolated linearly over the seconds since the PUT. ``fb_used_mib``
 interpolation) set the framebuffer a matching pod's device uses (DCGM_FI_DEV_FB_USED, capped at the device's
 memory); without them it follows the activity (10 % + 80 % x activity of the device's memory), as before. Prometheus finds one target per node in
 the file_sd file this process keeps (``--targets-file``), labelled as the dcgm_exporter role's
-ServiceMonitor would label them (plugins/module_utils/metrics/scrape.py).
+ServiceMonitor would label them (sim_metrics.py).
 """
 import argparse
 import json
@@ -36,7 +36,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import gpu_nodes  # noqa: E402,F401  (puts the collection on sys.path)
-from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm, scrape  # noqa: E402
+import sim_metrics  # noqa: E402  (device allocation, the ServiceMonitor's scrape job)
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm  # noqa: E402
 
 LATENCY_BUCKETS = ["0.05", "0.1", "0.25", "0.5", "1", "2.5"]
 REQUESTS_PER_SECOND = 10.0
@@ -124,10 +125,10 @@ def poll(state, kubeconfig, targets_file, service_monitor, address, interval=1.0
                 for node in new_nodes:
                     plist = sorted(by_node.get(node, []), key=lambda p: (str(p["created"]), p["name"]))
                     state.pods[node] = plist
-                    state.alloc[node] = dcgm.allocate(new_nodes[node]["devices"], plist, state.alloc.get(node))
+                    state.alloc[node] = sim_metrics.allocate(new_nodes[node]["devices"], plist, state.alloc.get(node))
             names = sorted(new_nodes)
             if targets_file and names != last_targets:
-                groups = scrape.scrape_config(service_monitor, [
+                groups = sim_metrics.scrape_config(service_monitor, [
                     {"address": address, "node": n, "pod": "%s-%s" % (service_monitor["metadata"]["name"], n),
                      "metrics_path": "/nodes/%s/metrics" % n} for n in names])["static_configs"]
                 tmp = targets_file + ".tmp"

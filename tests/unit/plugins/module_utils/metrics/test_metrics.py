@@ -3,7 +3,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import hpa
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm, keda, scrape
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm, keda
 
 CAP = {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "2", "cpu": "64"}
 
@@ -18,23 +18,9 @@ def test_node_devices_spread_mig_instances_over_gpus():
     assert one[0]["memory_mib"] == 10240
 
 
-def test_allocate_keeps_previous_and_takes_first_free():
-    devs = dcgm.node_devices("n1", CAP, 2)
-    pods = [{"namespace": "t", "name": "a", "container": "c", "requests": {"nvidia.com/mig-1g.10gb": 1}},
-            {"namespace": "t", "name": "b", "container": "c", "requests": {"nvidia.com/mig-1g.10gb": 2, "cpu": 1}}]
-    alloc = dcgm.allocate(devs, pods)
-    assert alloc["nvidia.com/mig-1g.10gb/0"]["pod"] == "a"
-    assert [k for k, o in sorted(alloc.items()) if o["pod"] == "b"] == ["nvidia.com/mig-1g.10gb/1", "nvidia.com/mig-1g.10gb/2"]
-    # a leaves: its device is free, b keeps its devices, c takes the freed one
-    alloc2 = dcgm.allocate(devs, pods[1:] + [{"namespace": "t", "name": "c", "requests": {"nvidia.com/mig-1g.10gb": 1}}], alloc)
-    assert alloc2["nvidia.com/mig-1g.10gb/0"]["pod"] == "c"
-    assert alloc2["nvidia.com/mig-1g.10gb/1"]["pod"] == "b"
-
-
 def test_render_is_dcgm_exporter_exposition():
     devs = dcgm.node_devices("n1", CAP, 2)
-    alloc = dcgm.allocate(devs, [{"namespace": "t", "name": "a", "container": "srv",
-                                  "requests": {"nvidia.com/mig-1g.10gb": 1}}])
+    alloc = {"nvidia.com/mig-1g.10gb/0": {"namespace": "t", "pod": "a", "container": "srv"}}
     text = dcgm.render("n1", devs, alloc, lambda owner: 95 if owner else 0, model="NVIDIA A100-SXM4-80GB")
     parsed = dcgm.parse(text)
     assert parsed["types"] == {dcgm.GPU_UTIL: "gauge", dcgm.ENGINE_ACTIVE: "gauge", dcgm.FB_USED: "gauge",
@@ -54,8 +40,7 @@ def test_render_is_dcgm_exporter_exposition():
 
 def test_render_memory_callback_sets_fb_used_capped_at_the_device():
     devs = dcgm.node_devices("n1", CAP, 2)
-    alloc = dcgm.allocate(devs, [{"namespace": "t", "name": "a", "container": "srv",
-                                  "requests": {"nvidia.com/mig-1g.10gb": 2}}])
+    alloc = dict(("nvidia.com/mig-1g.10gb/%d" % i, {"namespace": "t", "pod": "a", "container": "srv"}) for i in (0, 1))
     sizes = iter([9216, 99999])
     text = dcgm.render("n1", devs, alloc, lambda owner: 50 if owner else 0, memory=lambda owner: next(sizes))
     used = [v for n, lab, v in dcgm.parse(text)["samples"] if n == dcgm.FB_USED and lab.get("pod") == "a"]
@@ -64,7 +49,7 @@ def test_render_memory_callback_sets_fb_used_capped_at_the_device():
 
 def test_render_full_gpu_reports_gpu_util_and_rejects_bad_values():
     devs = dcgm.node_devices("n2", {"nvidia.com/gpu": "2"}, 2)
-    alloc = dcgm.allocate(devs, [{"namespace": "t", "name": "a", "requests": {"nvidia.com/gpu": 1}}])
+    alloc = {"nvidia.com/gpu/0": {"namespace": "t", "pod": "a", "container": ""}}
     samples = dcgm.parse(dcgm.render("n2", devs, alloc, lambda o: 40 if o else 0))["samples"]
     assert (dcgm.GPU_UTIL, 40.0) in [(n, v) for n, lab, v in samples if lab.get("pod") == "a"]
     with pytest.raises(GpuOpsError, match="outside 0-100"):
@@ -79,25 +64,6 @@ def test_histogram_exposition():
     assert 'request_latency_seconds_bucket{namespace="t",pod="a",le="0.1"} 3' in text
     assert 'request_latency_seconds_bucket{namespace="t",pod="a",le="+Inf"} 10' in text
     assert dcgm.parse(text)["types"] == {"request_latency_seconds": "histogram"}
-
-
-SM = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-      "metadata": {"name": "dcgm-exporter", "namespace": "gpu-monitoring"},
-      "spec": {"endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s",
-                              "honorLabels": False, "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                                                                     "targetLabel": "node", "action": "replace"}]}]}}
-
-
-def test_scrape_config_matches_the_service_monitor():
-    cfg = scrape.scrape_config(SM, [{"address": "127.0.0.1:9400", "node": "n1", "pod": "dcgm-exporter-n1",
-                                     "metrics_path": "/nodes/n1/metrics"}])
-    assert cfg["job_name"] == "serviceMonitor/gpu-monitoring/dcgm-exporter/0"
-    assert cfg["honor_labels"] is False and cfg["scrape_interval"] == "15s"
-    assert cfg["static_configs"] == [{"targets": ["127.0.0.1:9400"], "labels": {
-        "namespace": "gpu-monitoring", "service": "dcgm-exporter", "endpoint": "metrics", "pod": "dcgm-exporter-n1",
-        "container": "exporter", "node": "n1", "__metrics_path__": "/nodes/n1/metrics"}}]
-    with pytest.raises(GpuOpsError, match="ServiceMonitor"):
-        scrape.scrape_config({"kind": "Service"}, [])
 
 
 def _hpas():

@@ -140,30 +140,3 @@ def test_report_is_written_once(tmp_path):
     other = runner.run(base(scoring=["random", "fgd"], sharing="fractional", seed=9))
     check = report.write(other, str(out), check_mode=True)
     assert check["changed"] and (out / "whatif.md").read_text() == text
-
-
-def test_stepper_taking_its_own_best_choices_replays_a_run():
-    """Driven one arrival at a time with the node the model itself scores best (ties broken by the
-    same seeded draw as a run), the stepper places exactly the pods a run places."""
-    params = base(scoring="kube-default", sharing="exclusive", tie_break="rank")
-    whole = runner.replay_one(params)
-    step = runner.stepper(params)
-    eng = step["engine"]
-    assert step["arrivals"] == whole["arrivals"]
-    placed = []
-    for k in range(len(step["arrivals"])):
-        scored, best = eng.best_nodes(k)
-        if len(scored) == 0:
-            assert len(best) == 0
-            placed.append(False)
-            continue
-        assert set(best) <= set(scored)
-        node = int(best[int((eng.rank[best]).argmin())])  # tie_break rank: the best-ranked of the tied nodes
-        eng.commit(k, node)
-        placed.append(True)
-    assert placed == whole["placed"]
-    assert 0 < sum(placed) < len(placed)
-    with pytest.raises(GpuOpsError, match="best_nodes is for scoring kube-default"):
-        runner.stepper(base(scoring="fgd"))["engine"].best_nodes(0)
-    with pytest.raises(GpuOpsError, match="stepping is for sharing exclusive or fractional"):
-        runner.stepper(base(sharing="mig", mig_config={"all": "all-balanced"}))
