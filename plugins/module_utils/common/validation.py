@@ -9,6 +9,8 @@ Pure Python, Python 3.9 compatible. Each helper raises ``GpuOpsError`` before an
 
 from __future__ import annotations
 
+from typing import Any, Collection, Dict, Iterable, Mapping, Optional, Union
+
 import difflib
 import math
 import re
@@ -22,18 +24,18 @@ DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-
 CONFIGMAP_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
-def fmt(values):
+def fmt(values: Iterable[Any]) -> str:
     """``a, b, c``: values as an error message lists them."""
     return ", ".join(str(v) for v in values)
 
 
-def closest(value, valid):
+def closest(value: Any, valid: Iterable[Any]) -> str:
     """`` (did you mean x?)`` when ``value`` is close to one of ``valid``, else ``""``."""
     near = difflib.get_close_matches(str(value), [str(v) for v in valid], n=3, cutoff=0.6)
     return (" (did you mean %s?)" % " or ".join(near)) if near else ""
 
 
-def check_keys(obj, valid, where):
+def check_keys(obj: Optional[Mapping[str, Any]], valid: Collection[str], where: str) -> Dict[str, Any]:
     """``obj`` (a mapping, ``{}`` for None) when it has only ``valid`` keys; else the error names them."""
     if obj is None:
         return {}
@@ -48,7 +50,7 @@ def check_keys(obj, valid, where):
     return obj
 
 
-def choice(value, valid, where):
+def choice(value: Any, valid: Collection[Any], where: str) -> Any:
     """``value`` when it is one of ``valid``; else the error names them."""
     if value not in valid:
         raise GpuOpsError("%s: %r is not valid%s; valid values: %s" % (where, value, closest(value, valid), fmt(valid)),
@@ -56,7 +58,8 @@ def choice(value, valid, where):
     return value
 
 
-def number(value, where, minimum=None, maximum=None, integer=False, strict_min=False):
+def number(value: Any, where: str, minimum: Optional[float] = None, maximum: Optional[float] = None,
+           integer: bool = False, strict_min: bool = False) -> Union[int, float]:
     """``value`` as a finite float (or an int with ``integer``; not a bool, not a fraction), within ``minimum``
     (exclusive with ``strict_min``) and ``maximum`` when given; the error names ``where`` and the bound."""
     kind = "an integer" if integer else "a number"
@@ -83,12 +86,12 @@ def number(value, where, minimum=None, maximum=None, integer=False, strict_min=F
     return num
 
 
-def integer(value, where, minimum=None, maximum=None):
+def integer(value: Any, where: str, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
     """``value`` as an int (not a bool), within ``minimum`` and ``maximum`` when given."""
     return number(value, where, minimum=minimum, maximum=maximum, integer=True)
 
 
-def quantity_int(value, where):
+def quantity_int(value: Any, where: str) -> int:
     """GPU quantities are whole numbers (extended resources cannot be fractional)."""
     text = str(value).strip()
     if text.endswith("k") and text[:-1].isdigit():
@@ -102,7 +105,7 @@ _QTY_RE = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|Ki|Mi|Gi)?$")
 _QTY_MULT = {None: 1.0, "m": 0.001, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0 ** 2, "Gi": 1024.0 ** 3}
 
 
-def parse_quantity(value, where):
+def parse_quantity(value: Any, where: str) -> float:
     """A Kubernetes quantity (``700m``, ``0.7``, ``2Gi``) as a float."""
     text = str(value).strip()
     m = _QTY_RE.match(text)
