@@ -22,7 +22,7 @@ import re
 from collections import namedtuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
-from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources as gpu_resources
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -229,7 +229,7 @@ def parse_demand(demand):
         gpr = validation.number(d.get("gpus_per_replica", 1), where + ".gpus_per_replica", 1, integer=True)
         resource = d.get("resource")
         if resource is not None:
-            resource = gpu_resources.check_gpu_resource(resource, where + ".resource")
+            resource = resources.check_gpu_resource(resource, where + ".resource")
         out.append(Item(i, tenant, name, replicas, memory, compute, kind, iso, prio, gpr, resource))
     return out
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-import time as _time
+import time
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import MIG_PREFIX
@@ -159,7 +159,7 @@ def rightsize(client, params, now=None):
     decisions = _plan_decisions(p.get("plan"))
     models = _models(p.get("models"))
     pods = _pod_index(p.get("pods"))
-    now = float(now if now is not None else _time.time())
+    now = float(now if now is not None else time.time())
 
     qs = queries(memory_metric, compute_metric, window_s, step_s)
     res = {}

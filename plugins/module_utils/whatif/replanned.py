@@ -36,8 +36,8 @@ from collections import OrderedDict, deque
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as plan_options
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver as plan_solver
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 
@@ -77,7 +77,7 @@ def budget_gpus(value, total_gpus):
 def usable_kinds(table, shape):
     """Unit kinds (registered in ``table``) of every profile the planner hands out on ``shape``, whole GPU first."""
     out = [WHOLE]
-    for p in plan_options.usable_profiles(shape):
+    for p in opt.usable_profiles(shape):
         k = table.kind(shape, p)
         if k not in out:
             out.append(k)
@@ -260,19 +260,19 @@ class Replanner(object):
             take = min(count, whole // n)
             if take > 0:
                 items.append({"tenant": "whatif", "name": "whole-%d" % n, "replicas": take,
-                              "memory_gb": plan_options.capacity_gb(shape),
+                              "memory_gb": opt.capacity_gb(shape),
                               "kind": "training", "isolation": "strict", "gpus_per_replica": n})
                 whole -= take * n
         if whole > 0:
             items.append({"tenant": "whatif", "name": "whole-1", "replicas": whole,
-                          "memory_gb": plan_options.capacity_gb(shape), "kind": "training", "isolation": "strict"})
+                          "memory_gb": opt.capacity_gb(shape), "kind": "training", "isolation": "strict"})
         for q, d in sorted(deficit.items()):
             if q == WHOLE:
                 continue
             k = self.table.kinds[q]
             prof = [p for p in shape.profiles if p.name == k.profile][0]
             items.append({"tenant": "whatif", "name": "mig-%s" % k.profile.replace(".", "-"), "replicas": d,
-                          "memory_gb": plan_options.profile_gb(prof), "compute": k.compute_frac,
+                          "memory_gb": opt.profile_gb(prof), "compute": k.compute_frac,
                           "kind": "inference", "isolation": "strict"})
         return items
 
@@ -299,7 +299,7 @@ class Replanner(object):
             return []
         t0 = self.clock()
         try:
-            result = plan_solver.plan({"nodes": nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
+            result = solver.plan({"nodes": nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
                                        "disruption_budget": budget_left, "bound": False, "lp_rounding": False})
         except GpuOpsError as err:
             raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.c.models[m], err.msg))
