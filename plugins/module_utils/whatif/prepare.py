@@ -2,8 +2,8 @@
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What every what-if run prepares the same way - node samples, arrival sequences, engine arrivals, typical
-pods, MIG layouts - and the summaries over seeds; used by runner.py (the FGD protocol) and timed.py (the
-replay with departures). runner.py re-exports these names.
+pods, MIG layouts -, the loop over seeds and sharing x scoring (``replay_runs``) and the summaries over seeds;
+used by runner.py (the FGD protocol) and timed.py (the replay with departures). runner.py re-exports these names.
 
 Pure Python, Python 3.9 compatible.
 """
@@ -15,6 +15,7 @@ import random
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
 
 MILLI = 1000
@@ -111,3 +112,66 @@ def describe_cluster(nodes):
             models[n.model] = models.get(n.model, 0) + n.gpus
     return {"nodes": len(nodes), "gpu_nodes": sum(1 for n in nodes if n.gpus), "gpus": sum(n.gpus for n in nodes),
             "gpus_by_model": dict(sorted(models.items()))}
+
+
+def replay_runs(p, nodes_all, pods, replay_one, mean_curve, fields, timing, progress=None):
+    """Every ``sharing`` x ``scoring`` of ``p`` replayed per seed on the same arrival sequence, and the result
+    dict ``runner.run`` returns (``curve``, ``summary``, ``runs``, ``cluster``, ``workload``, ``prices``,
+    ``timing``, ``params``).
+
+    ``replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step)`` replays one run and returns
+    ``(curve, summary)``; ``per_seed`` is a dict it may keep what the runs of one seed share in (MIG layouts),
+    ``step`` the progress step (None without ``progress``). ``mean_curve(curves)``: the curve over the seeds;
+    ``fields``: the summary fields combined over seeds; ``timing``: ``(t0, t_load, clock)``.
+    """
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+
+    t0, t_load, clock = timing
+    combos = [(sh, sc) for sh in p["sharing"] for sc in p["scoring"]]
+    results = dict((c, {"curves": [], "summaries": [], "seconds": []}) for c in combos)
+    wl = {"arrivals": [], "added": [], "removed": []}
+    clusters = []
+    for seed in p["seeds"]:
+        nodes = sample(nodes_all, p["sample_nodes"], seed)
+        cluster = whatif_engine.Cluster(nodes)
+        clusters.append(describe_cluster(nodes))
+        seq, rng0, added, removed = arrivals_for(pods, cluster.total_milli, p, seed)
+        wl["arrivals"].append(len(seq))
+        wl["added"].append(added)
+        wl["removed"].append(removed)
+        state = rng0.getstate()
+        per_seed = {}
+        for sharing, scoring in combos:
+            rng = random.Random()
+            rng.setstate(state)
+            t1 = clock()
+            step = progress.begin(seed, sharing, scoring, len(seq)) if progress is not None else None
+            curve, summary = replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step)
+            res = results[(sharing, scoring)]
+            res["seconds"].append(clock() - t1)
+            res["curves"].append(curve)
+            res["summaries"].append(summary)
+            if progress is not None:
+                progress.end()
+    runs = []
+    for sharing, scoring in combos:
+        res = results[(sharing, scoring)]
+        runs.append({"scoring": scoring, "sharing": sharing, "curve": mean_curve(res["curves"]),
+                     "summary": combine(res["summaries"], p["seeds"], fields),
+                     "replay_seconds": [round(s, 3) for s in res["seconds"]]})
+    return {
+        "curve": runs[0]["curve"],
+        "summary": runs[0]["summary"],
+        "runs": runs,
+        "cluster": clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"]),
+        "workload": {"pods": len(pods), "arrivals": _single(wl["arrivals"]),
+                     "added_by_inflation": _single(wl["added"]), "removed_by_inflation": _single(wl["removed"]),
+                     "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"]},
+        "prices": dict((m, trace_models.price_of(m, p["prices"]))
+                       for m in sorted(set(n.model for n in nodes_all if n.model))),
+        "timing": {"load_seconds": round(t_load, 3),
+                   "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))
+                                          for r in runs),
+                   "total_seconds": round(clock() - t0, 3)},
+        "params": p,
+    }

@@ -34,7 +34,6 @@ Requires numpy for the replay (not for validation of the inputs).
 from __future__ import annotations
 
 import math
-import random
 import time
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -261,61 +260,13 @@ def run(params, progress=None, clock=time.time):
         from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import timed
 
         return timed.run(p, nodes_all, pods, t0, t_load, progress, clock)
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
 
-    combos = [(sh, sc) for sh in p["sharing"] for sc in p["scoring"]]
-    results = dict((c, {"curves": [], "summaries": [], "seconds": []}) for c in combos)
-    wl = {"pods": len(pods), "arrivals": [], "added_by_inflation": [], "removed_by_inflation": []}
-    clusters = []
-    for seed in p["seeds"]:
-        nodes = sample(nodes_all, p["sample_nodes"], seed)
-        cluster = whatif_engine.Cluster(nodes)
-        clusters.append(describe_cluster(nodes))
-        seq, rng0, added, removed = arrivals_for(pods, cluster.total_milli, p, seed)
-        wl["arrivals"].append(len(seq))
-        wl["added_by_inflation"].append(added)
-        wl["removed_by_inflation"].append(removed)
-        state = rng0.getstate()
-        unit_layouts = {}
-        for sharing, scoring in combos:
-            if sharing in ("mig", "planned") and sharing not in unit_layouts:
-                unit_layouts[sharing] = layouts_for(sharing, nodes, p)
-            rng = random.Random()
-            rng.setstate(state)
-            t1 = clock()
-            step = None
-            if progress is not None:
-                step = progress.begin(seed, sharing, scoring, len(seq))
-            events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, unit_layouts.get(sharing), step)
-            curve_points = metrics.curve(events, cluster.total_milli)
-            res = results[(sharing, scoring)]
-            res["seconds"].append(clock() - t1)
-            res["curves"].append(curve_points)
-            res["summaries"].append(summarise(events, engine, cluster, seq, p, curve_points))
-            if progress is not None:
-                progress.end()
-    runs = []
-    for sharing, scoring in combos:
-        res = results[(sharing, scoring)]
-        runs.append({"scoring": scoring, "sharing": sharing, "curve": mean_curve(res["curves"]),
-                     "summary": combine(res["summaries"], p["seeds"]),
-                     "replay_seconds": [round(s, 3) for s in res["seconds"]]})
-    out = {
-        "curve": runs[0]["curve"],
-        "summary": runs[0]["summary"],
-        "runs": runs,
-        "cluster": clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"]),
-        "workload": {"pods": wl["pods"], "arrivals": _single(wl["arrivals"]),
-                     "added_by_inflation": _single(wl["added_by_inflation"]),
-                     "removed_by_inflation": _single(wl["removed_by_inflation"]),
-                     "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"]},
-        "prices": dict((m, trace_models.price_of(m, p["prices"]))
-                       for m in sorted(set(n.model for n in nodes_all if n.model))),
-        "timing": {"load_seconds": round(t_load, 3),
-                   "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))
-                                          for r in runs),
-                   "total_seconds": round(clock() - t0, 3)},
-        "params": p,
-    }
-    return out
+    def replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step):
+        if sharing in ("mig", "planned") and sharing not in per_seed:
+            per_seed[sharing] = layouts_for(sharing, nodes, p)
+        events, engine = replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, per_seed.get(sharing), step)
+        curve_points = metrics.curve(events, cluster.total_milli)
+        return curve_points, summarise(events, engine, cluster, seq, p, curve_points)
+
+    return prepare.replay_runs(p, nodes_all, pods, replay_one, mean_curve, SUMMARY_FIELDS, (t0, t_load, clock), progress)

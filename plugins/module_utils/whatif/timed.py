@@ -15,13 +15,10 @@ Requires numpy (the engines); controller side only.
 
 from __future__ import annotations
 
-import random
-
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 
 
 def initial_layouts(nodes, p, table):
@@ -60,62 +57,20 @@ def build(cluster, nodes, pods, seq, rng, scoring, sharing, p):
 
 
 def run(p, nodes_all, pods, t0, t_load, progress, clock):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
-
     end = departures.check_times(pods)
     for sharing in p["sharing"]:
         if sharing in ("mig", "planned"):
             prepare.layouts_for(sharing, nodes_all, p)
         if sharing == "replanned":
             initial_layouts(nodes_all, p, whatif_mig.UnitTable())
-    combos = [(sh, sc) for sh in p["sharing"] for sc in p["scoring"]]
-    results = dict((c, {"curves": [], "summaries": [], "seconds": []}) for c in combos)
-    wl = {"arrivals": [], "added": [], "removed": []}
-    clusters = []
-    for seed in p["seeds"]:
-        nodes = prepare.sample(nodes_all, p["sample_nodes"], seed)
-        cluster = whatif_engine.Cluster(nodes)
-        clusters.append(prepare.describe_cluster(nodes))
-        seq, rng0, added, removed = prepare.arrivals_for(pods, cluster.total_milli, p, seed)
-        wl["arrivals"].append(len(seq))
-        wl["added"].append(added)
-        wl["removed"].append(removed)
-        state = rng0.getstate()
-        for sharing, scoring in combos:
-            rng = random.Random()
-            rng.setstate(state)
-            t1 = clock()
-            if progress is not None:
-                progress.begin(seed, sharing, scoring, len(seq))
-            eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
-            dr = departures.DepartureReplay(eng, seq, end, rp).run()
-            res = results[(sharing, scoring)]
-            res["seconds"].append(clock() - t1)
-            res["curves"].append(dr.timeline)
-            res["summaries"].append(departures.summarise(dr))
-            if progress is not None:
-                progress.end()
-    runs = []
-    for sharing, scoring in combos:
-        res = results[(sharing, scoring)]
-        runs.append({"scoring": scoring, "sharing": sharing, "curve": departures.mean_timeline(res["curves"]),
-                     "summary": prepare.combine(res["summaries"], p["seeds"], departures.SUMMARY_FIELDS),
-                     "replay_seconds": [round(s, 3) for s in res["seconds"]]})
-    one = prepare._single
-    return {
-        "departures": True,
-        "curve": runs[0]["curve"],
-        "summary": runs[0]["summary"],
-        "runs": runs,
-        "cluster": clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"]),
-        "workload": {"pods": len(pods), "arrivals": one(wl["arrivals"]), "added_by_inflation": one(wl["added"]),
-                     "removed_by_inflation": one(wl["removed"]), "inflation": p["inflation"], "order": p["order"],
-                     "seeds": p["seeds"], "trace_end_hours": round(end / 3600.0, 2)},
-        "prices": dict((m, trace_models.price_of(m, p["prices"]))
-                       for m in sorted(set(n.model for n in nodes_all if n.model))),
-        "timing": {"load_seconds": round(t_load, 3),
-                   "replay_seconds": dict(("%s/%s" % (r["sharing"], r["scoring"]), round(sum(r["replay_seconds"]), 3))
-                                          for r in runs),
-                   "total_seconds": round(clock() - t0, 3)},
-        "params": p,
-    }
+
+    def replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step):
+        eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
+        dr = departures.DepartureReplay(eng, seq, end, rp).run()
+        return dr.timeline, departures.summarise(dr)
+
+    out = {"departures": True}
+    out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, departures.SUMMARY_FIELDS,
+                                   (t0, t_load, clock), progress))
+    out["workload"]["trace_end_hours"] = round(end / 3600.0, 2)
+    return out
