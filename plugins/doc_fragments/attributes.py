@@ -8,6 +8,8 @@
 * C(gpuops.k8s.attributes.idempotent): a second run with the same options reports no change.
 * C(gpuops.k8s.attributes.read_only): the module changes nothing: runs the same in check mode, no diff.
 * C(gpuops.k8s.attributes.controller): runs on the controller (any host with Python), on every platform.
+* C(gpuops.k8s.attributes.computation): read_only and controller together, for the modules that only compute
+  (a plan, a verdict) on the controller, with the note saying so.
 
 A module's own C(attributes) entries win over a fragment's (a module may keep support and say more).
 """
@@ -36,9 +38,7 @@ attributes:
     description: A second run with the same options reports no change.
 """
 
-    READ_ONLY = r"""
-options: {}
-attributes:
+    _READ_ONLY = r"""
   check_mode:
     support: full
     description: Read only; runs the same in check mode.
@@ -47,11 +47,16 @@ attributes:
     description: Nothing changes, so there is nothing to diff.
 """
 
-    CONTROLLER = r"""
-options: {}
-attributes:
+    _CONTROLLER = r"""
   platform:
     support: full
     description: Runs on the controller (or any host with Python).
     platforms: all
 """
+
+    READ_ONLY = "options: {}\nattributes:" + _READ_ONLY
+
+    CONTROLLER = "options: {}\nattributes:" + _CONTROLLER
+
+    COMPUTATION = ("options: {}\nattributes:" + _READ_ONLY + _CONTROLLER
+                   + "notes:\n  - Pure computation on the controller; it changes nothing.\n")

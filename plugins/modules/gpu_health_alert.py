@@ -20,12 +20,11 @@ description:
   - The alert is dropped (RV(accepted=false), with a RV(reason)) when it is malformed, has no node label
     (C(node), C(Hostname) or C(hostname)), names a node that is not a host of O(hosts), is not a GPU health alert,
     or when the policy says the condition needs nothing (an application Xid, a value at or under the threshold).
-  - Pure computation; it changes nothing.
 author:
   - gpuops.k8s maintainers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.read_only
-  - gpuops.k8s.attributes.controller
+  - gpuops.k8s.attributes.computation
+  - gpuops.k8s.health_policy
 options:
   alert:
     description:
@@ -42,28 +41,6 @@ options:
     description: Inventory host to Kubernetes node name, for hosts whose node is named differently.
     type: dict
     default: {}
-  temperature_threshold_c:
-    description: A temperature alert over this (degrees Celsius) is a problem.
-    type: float
-    default: 90
-  ecc_error_threshold:
-    description: An uncorrected ECC alert over this count is a problem.
-    type: int
-    default: 10
-  xid_ignore:
-    description: Xid numbers that never make a host unhealthy.
-    type: list
-    elements: int
-    default: [13, 31, 43, 45, 68, 109]
-  xid_actions:
-    description: Overrides of what an Xid calls for, keyed by Xid number (V(ignore), V(drain), V(reset_gpu), V(reboot)).
-    type: dict
-    default: {}
-  xid_unknown_action:
-    description: What an Xid the table does not know calls for.
-    type: str
-    choices: [ignore, drain, reset_gpu, reboot]
-    default: drain
 seealso:
   - module: gpuops.k8s.gpu_health_check
   - module: gpuops.k8s.gpu_health_plan
@@ -134,6 +111,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.health.alerts import read_alert
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import policy_argument_spec
 
 
 def main():
@@ -142,17 +120,12 @@ def main():
             alert=dict(type="raw", required=True),
             hosts=dict(type="list", elements="str", required=True),
             node_names=dict(type="dict", default={}),
-            temperature_threshold_c=dict(type="float", default=90),
-            ecc_error_threshold=dict(type="int", default=10),
-            xid_ignore=dict(type="list", elements="int", default=[13, 31, 43, 45, 68, 109]),
-            xid_actions=dict(type="dict", default={}),
-            xid_unknown_action=dict(type="str", default="drain", choices=["ignore", "drain", "reset_gpu", "reboot"]),
+            **policy_argument_spec()
         ),
         supports_check_mode=True,
     )
     p = module.params
-    keys = ("temperature_threshold_c", "ecc_error_threshold", "xid_ignore", "xid_actions", "xid_unknown_action")
-    policy = dict((k, p[k]) for k in keys)
+    policy = dict((k, p[k]) for k in policy_argument_spec())
     run_and_exit(module, lambda: read_alert(p["alert"], p["hosts"], p["node_names"], policy), changed=False)
 
 

@@ -26,6 +26,7 @@ extends_documentation_fragment:
   - gpuops.k8s.nvml
   - gpuops.k8s.attributes.read_only
   - gpuops.k8s.attributes.idempotent
+  - gpuops.k8s.health_policy
 options:
   gpus:
     description:
@@ -58,30 +59,6 @@ options:
       - Keep it a few times the schedule interval so a recovered GPU is not judged on old errors.
     type: int
     default: 3600
-  temperature_threshold_c:
-    description: A GPU hotter than this (degrees Celsius) makes the host unhealthy.
-    type: float
-    default: 90
-  ecc_error_threshold:
-    description: More uncorrected ECC errors than this (volatile or aggregate) on one GPU make the host unhealthy.
-    type: int
-    default: 10
-  xid_ignore:
-    description: Xid numbers that never make a host unhealthy.
-    type: list
-    elements: int
-    default: [13, 31, 43, 45, 68, 109]
-  xid_actions:
-    description:
-      - Overrides of what an Xid calls for, keyed by Xid number; values V(ignore), V(drain),
-        V(reset_gpu) or V(reboot).
-    type: dict
-    default: {}
-  xid_unknown_action:
-    description: What an Xid the module does not know calls for.
-    type: str
-    choices: [ignore, drain, reset_gpu, reboot]
-    default: drain
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.gpu_health_plan
@@ -172,7 +149,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
-from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import run_health_check
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import policy_argument_spec, run_health_check
 
 
 def main():
@@ -185,11 +162,7 @@ def main():
             kernel_log_path=dict(type="path"),
             kernel_log_source=dict(type="str", default="auto", choices=["auto", "journal", "dmesg", "file", "none"]),
             xid_window=dict(type="int", default=3600),
-            temperature_threshold_c=dict(type="float", default=90),
-            ecc_error_threshold=dict(type="int", default=10),
-            xid_ignore=dict(type="list", elements="int", default=[13, 31, 43, 45, 68, 109]),
-            xid_actions=dict(type="dict", default={}),
-            xid_unknown_action=dict(type="str", default="drain", choices=["ignore", "drain", "reset_gpu", "reboot"]),
+            **policy_argument_spec()
         ),
         mutually_exclusive=[("kernel_log", "kernel_log_path")],
         supports_check_mode=True,

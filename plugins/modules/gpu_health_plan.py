@@ -22,14 +22,13 @@ description:
     O(max_unhealthy_fraction) of the GPU nodes (counting nodes it already holds).
   - A node cordoned by someone else (no C(gpuops.k8s/health.cordoned-by) annotation) is never
     touched, and a node labelled C(gpuops.k8s/health.managed=false) is left alone.
-  - Pure computation on the controller; it changes nothing. Apply the patches with
+  - Apply the patches with
     M(kubernetes.core.k8s) (O(kubernetes.core.k8s#module:state=patched), C(merge_type=merge)), as the
     C(gpuops.k8s.gpu_health) role does.
 author:
   - gpuops.k8s maintainers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.read_only
-  - gpuops.k8s.attributes.controller
+  - gpuops.k8s.attributes.computation
 options:
   verdicts:
     description: Node name to M(gpuops.k8s.gpu_health_check) result. Nodes without an entry are left as they are.

@@ -31,8 +31,12 @@ author:
 requirements:
   - scipy >= 1.9 and numpy on the controller for O(solver=exact), the heuristic's LP rounding and the LP bound
     (without them the heuristic runs its greedy part only)
+notes:
+  - The report (O(report)) of a directory is its C(plan.md), with its pictures C(plan-slices.svg),
+    C(plan-utilisation.svg) and C(plan-cost.svg) beside it.
 extends_documentation_fragment:
   - gpuops.k8s.attributes.controller
+  - gpuops.k8s.report
 attributes:
   check_mode:
     support: full
@@ -91,12 +95,6 @@ options:
     description: Compute the LP lower bound (scipy); false leaves the covering bound.
     type: bool
     default: true
-  report:
-    description: Write a report there - Markdown plus SVG pictures. A directory (gets C(plan.md)) or a C(.md) file.
-    type: path
-  report_title:
-    description: Title of the report.
-    type: str
 seealso:
   - module: gpuops.k8s.mig_partition
   - module: gpuops.k8s.gpu_whatif

@@ -26,8 +26,12 @@ author:
   - gpuops.k8s maintainers (@gpuops)
 requirements:
   - numpy (controller)
+notes:
+  - The report (O(report)) of a directory is its C(whatif.md), with SVG plots beside it (allocation vs arrived
+    workload per policy, fragmentation, served request).
 extends_documentation_fragment:
   - gpuops.k8s.attributes.controller
+  - gpuops.k8s.report
 attributes:
   check_mode:
     support: full
@@ -176,14 +180,6 @@ options:
     description: For O(sharing=replanned), seconds a reconfigured GPU is unavailable (>= 0). Only empty GPUs are reconfigured.
     type: float
     default: 120
-  report:
-    description:
-      - Write a report there - Markdown plus SVG plots (allocation vs arrived workload per policy,
-        fragmentation, served request). A directory (gets C(whatif.md)) or a C(.md) file.
-    type: path
-  report_title:
-    description: Title of the report.
-    type: str
 seealso:
   - module: gpuops.k8s.mig_partition
 """

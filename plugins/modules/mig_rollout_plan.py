@@ -19,12 +19,10 @@ description:
     when its state is V(success), else the C(gpuops.k8s/mig.config.last-good) annotation).
   - With O(rollout_id), also reports the failures of that rollout so far against O(failure_budget)
     (nodes labelled C(nvidia.com/mig.config.state=failed) and C(gpuops.k8s/mig.rollout-id=<id>)).
-  - Pure computation on the controller; it changes nothing.
 author:
   - gpuops.k8s maintainers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.read_only
-  - gpuops.k8s.attributes.controller
+  - gpuops.k8s.attributes.computation
 options:
   hosts:
     description: Inventory hosts of the node group, in rollout order.

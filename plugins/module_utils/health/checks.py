@@ -48,6 +48,20 @@ DEFAULTS = {
     "xid_actions": {},
 }
 
+
+
+def policy_argument_spec():
+    """The argument spec of the health policy options, as gpu_health_check and gpu_health_alert take them
+    (documented once: doc fragment gpuops.k8s.health_policy)."""
+    return dict(
+        temperature_threshold_c=dict(type="float", default=DEFAULTS["temperature_threshold_c"]),
+        ecc_error_threshold=dict(type="int", default=DEFAULTS["ecc_error_threshold"]),
+        xid_ignore=dict(type="list", elements="int", default=list(DEFAULTS["xid_ignore"])),
+        xid_actions=dict(type="dict", default={}),
+        xid_unknown_action=dict(type="str", default=DEFAULTS["xid_unknown_action"], choices=list(VALID_XID_ACTIONS)),
+    )
+
+
 # What an Xid means for the node (Ampere and newer; NVIDIA's Xid catalog buckets, coarse).
 # ``ignore`` = application error, the workload is at fault (the device plugin ignores these too);
 # ``reset_gpu`` = drain, then a GPU reset clears it; ``reboot`` = drain and reboot the node.
