@@ -155,20 +155,13 @@ gpus:
       sample: [{pid: 4242, name: python, gpu_instance_id: 1, compute_instance_id: 0, used_memory_mib: 1024}]
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
-
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.gpu_state import gpu_info
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
-            diagram=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = nvml_module(dict(diagram=dict(type="bool", default=True)))
     run_and_exit(module, lambda: gpu_info(module.params["simulator"], diagram=module.params["diagram"],
                                           run_command=module.run_command), changed=False)
 

@@ -138,27 +138,21 @@ backend:
   sample: simulator
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.host.settings import gpu_settings
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module, run_host_change
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
-            devices=dict(type="raw", default="all"),
-            persistence_mode=dict(type="bool"),
-            compute_mode=dict(type="str", choices=["default", "exclusive_process", "prohibited"]),
-            mps=dict(type="bool"),
-            power_limit=dict(type="raw"),
-            ecc=dict(type="bool"),
-            application_clocks=dict(type="raw"),
-        ),
-        supports_check_mode=True,
-    )
-    run_and_exit(module, lambda: gpu_settings(module.params, check_mode=module.check_mode, run_command=module.run_command))
+    module = nvml_module(dict(
+        devices=dict(type="raw", default="all"),
+        persistence_mode=dict(type="bool"),
+        compute_mode=dict(type="str", choices=["default", "exclusive_process", "prohibited"]),
+        mps=dict(type="bool"),
+        power_limit=dict(type="raw"),
+        ecc=dict(type="bool"),
+        application_clocks=dict(type="raw"),
+    ))
+    run_host_change(module, gpu_settings)
 
 
 if __name__ == "__main__":

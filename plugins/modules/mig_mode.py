@@ -133,23 +133,17 @@ backend:
   sample: nvml
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig.mode_runner import mig_mode
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module, run_host_change
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
-            state=dict(type="str", choices=["enabled", "disabled"], default="enabled"),
-            devices=dict(type="raw", default="all"),
-            reset=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    run_and_exit(module, lambda: mig_mode(module.params, check_mode=module.check_mode, run_command=module.run_command))
+    module = nvml_module(dict(
+        state=dict(type="str", choices=["enabled", "disabled"], default="enabled"),
+        devices=dict(type="raw", default="all"),
+        reset=dict(type="bool", default=False),
+    ))
+    run_host_change(module, mig_mode)
 
 
 if __name__ == "__main__":

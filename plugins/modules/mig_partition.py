@@ -289,27 +289,24 @@ diff:
     after: {GPU-5d3a: {index: 0, mig_mode_current: true, instances: ["3g.40gb @0:4", "3g.40gb @4:4"]}}
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
-
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import writable
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
+    module = nvml_module(
+        dict(
             config_file=dict(type="path"),
             config=dict(type="str"),
             layout=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
             missing_gpus=dict(type="str", choices=["fail", "warn"]),
-            simulator=dict(type="path", fallback=(env_fallback, ["GPUOPS_NVML_SIMULATOR"])),
         ),
         mutually_exclusive=[("config_file", "layout")],
         required_one_of=[("config_file", "layout")],
         required_by={"config": "config_file"},
-        supports_check_mode=True,
     )
 
     def partition():
