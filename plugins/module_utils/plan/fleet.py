@@ -177,37 +177,32 @@ class Fleet(object):
             todo = singles[(cls, key)]
             pos = 0
             for ni in list(self.open.get(cls, [])):
-                while pos < len(todo) and self.free[ni].get(key):
-                    gi = self._pick_gpu(ni, todo[pos], allow_change=False)
-                    if gi is None:
-                        break
-                    self.put(ni, gi, todo[pos])
-                    pos += 1
+                pos = self._fill(ni, key, todo, pos, allow_change=False)
             while pos < len(todo):
                 ni = self._new_node(key, cls, len(todo) - pos)
                 if ni is None:
                     break
                 self.open_node(ni, cls)
-                while pos < len(todo) and self.free[ni].get(key):
-                    gi = self._pick_gpu(ni, todo[pos])
-                    if gi is None:
-                        break
-                    self.put(ni, gi, todo[pos])
-                    pos += 1
+                pos = self._fill(ni, key, todo, pos)
                 if self.free[ni].get(key) and pos < len(todo):
                     break  # the budget stopped us
             for ni in list(self.open.get(cls, [])):
-                while pos < len(todo) and self.free[ni].get(key):
-                    gi = self._pick_gpu(ni, todo[pos])
-                    if gi is None:
-                        break
-                    self.put(ni, gi, todo[pos])
-                    pos += 1
+                pos = self._fill(ni, key, todo, pos)
             for use in todo[pos:]:
                 left = self.budget_left()
                 use["why"] = "budget" if left is not None and left <= 0 else "gpus"
                 overflow.append(use)
         return overflow
+
+    def _fill(self, ni, key, todo, pos, allow_change=True):
+        """Put ``todo[pos:]`` on node ``ni`` while it has room of ``key`` and a GPU takes them; the new ``pos``."""
+        while pos < len(todo) and self.free[ni].get(key):
+            gi = self._pick_gpu(ni, todo[pos], allow_change=allow_change)
+            if gi is None:
+                break
+            self.put(ni, gi, todo[pos])
+            pos += 1
+        return pos
 
     def _match_current(self, singles):
         """MIG uses go first to free GPUs whose current layout is the same (no change), on any mig-able node."""

@@ -69,42 +69,17 @@ def uses_for(model, mode_units, group_start=0):
                                      "group": None})
     if mig_need:
         for layout, k in packing.pack_mig(model, mig_need):
-            for dummy in range(k):
-                units = []
-                for prof, count in layout:
-                    units.extend(_take(mig_queue[prof], count, prof))
-                uses.append({"model": model.key, "cls": "mig", "layout": layout, "units": units, "group": None})
+            uses.extend(packing.packed_use(model.key, layout, lambda prof: mig_queue[prof], True) for dummy in range(k))
     if ts_need:
         cap = opt.capacity_gb(model)
         for pattern, k in packing.pack_shared(cap, ts_need):
-            for dummy in range(k):
-                units = []
-                for cls, count in pattern:
-                    units.extend(_take(ts_queue[cls], count, None))
-                uses.append({"model": model.key, "cls": "ts", "layout": WHOLE, "units": units, "group": None})
+            uses.extend(packing.packed_use(model.key, pattern, lambda cls: ts_queue[cls], False) for dummy in range(k))
     for r in sorted(mps_queue, reverse=True):
         queue = mps_queue[r]
         while queue:
-            units = _take(queue, r, None)
+            units = packing.take(queue, r, None)
             uses.append({"model": model.key, "cls": "mps:%d" % r, "layout": WHOLE, "units": units, "group": None})
     return uses, group
-
-
-def _take(queue, count, profile):
-    """Pop ``count`` replicas from a queue of [item, remaining], item by item."""
-    out = []
-    while count > 0 and queue:
-        head = queue[0]
-        n = min(count, head[1])
-        if out and out[-1][0] == head[0]:
-            out[-1][2] += n
-        else:
-            out.append([head[0], profile, n])
-        head[1] -= n
-        count -= n
-        if head[1] == 0:
-            queue.pop(0)
-    return out
 
 
 def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):

@@ -387,25 +387,19 @@ def materialize(val, info, models, nodes, items, options, budget=None):
         for (k, lay), j in info["x"].items():
             if k != key:
                 continue
-            for dummy in range(val[j]):
-                units = []
-                for prof, cnt in lay:
-                    units.extend(_take(queues.get(("mig", prof), []), cnt, prof))
-                uses.append({"model": key, "cls": "mig", "layout": lay, "units": units, "group": None})
+            uses.extend(packing.packed_use(key, lay, lambda prof: queues.get(("mig", prof), []), True)
+                        for dummy in range(val[j]))
         for (k, pat), j in info["y"].items():
             if k != key:
                 continue
-            for dummy in range(val[j]):
-                units = []
-                for cls, cnt in pat:
-                    units.extend(_take(queues.get(("ts", cls), []), cnt, None))
-                uses.append({"model": key, "cls": "ts", "layout": WHOLE, "units": units, "group": None})
+            uses.extend(packing.packed_use(key, pat, lambda cls: queues.get(("ts", cls), []), False)
+                        for dummy in range(val[j]))
         for (k, r), j in info["m"].items():
             if k != key:
                 continue
             for dummy in range(val[j]):
                 uses.append({"model": key, "cls": "mps:%d" % r, "layout": WHOLE,
-                             "units": _take(queues.get(("mps", r), []), r, None), "group": None})
+                             "units": packing.take(queues.get(("mps", r), []), r, None), "group": None})
         for i, n in queues.get(("e", None), []):
             g = by_index[i].gpus_per_replica
             for dummy in range(n):
@@ -426,16 +420,3 @@ def materialize(val, info, models, nodes, items, options, budget=None):
             resid[i] += n
             why[i] = use.get("why", "gpus")
     return fleet, resid, why
-
-
-def _take(queue, count, profile):
-    out = []
-    while count > 0 and queue:
-        head = queue[0]
-        n = min(count, head[1])
-        out.append([head[0], profile, n])
-        head[1] -= n
-        count -= n
-        if head[1] == 0:
-            queue.pop(0)
-    return out

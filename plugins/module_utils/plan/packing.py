@@ -10,7 +10,9 @@
   many as fit, then smaller ones; the same layout is repeated while the counts last (so 10,000 GPUs cost a few
   dozen layout builds, not 10,000);
 * :func:`pack_shared` - time-sliced replicas by (memory, compute) class -> ``[(pattern, gpus)]`` the same way;
-  replicas on one GPU fit its memory and their compute adds up to at most one GPU.
+  replicas on one GPU fit its memory and their compute adds up to at most one GPU;
+* :func:`take` - the replicas a packed GPU gets, popped from a queue of demand items; :func:`packed_use` - one
+  packed GPU's use (MIG layout or time-sliced pattern) with its replicas (heuristic and exact solver).
 
 Pure Python, Python 3.9 compatible.
 """
@@ -21,6 +23,7 @@ import math
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE
 
 EPS = 1e-9
 _VALID = {}
@@ -164,3 +167,32 @@ def pack_shared(cap_gb, classes):
                 del need[cls]
         order = [c for c in order if c in need]
     return out
+
+
+def take(queue, count, profile):
+    """Pop ``count`` replicas from ``queue`` (``[[item, remaining], ...]``), item by item: ``[[item, profile, n]]``,
+    one entry per item."""
+    out = []
+    while count > 0 and queue:
+        head = queue[0]
+        n = min(count, head[1])
+        if out and out[-1][0] == head[0]:
+            out[-1][2] += n
+        else:
+            out.append([head[0], profile, n])
+        head[1] -= n
+        count -= n
+        if head[1] == 0:
+            queue.pop(0)
+    return out
+
+
+def packed_use(model_key, layout, queue_of, mig):
+    """The use of one GPU packed with ``layout`` (``[(MIG profile or time-sliced class, count)]``): its replicas
+    taken from ``queue_of(profile or class)``. A MIG layout names each unit's profile; a time-sliced pattern
+    shares the whole GPU."""
+    units = []
+    for key, count in layout:
+        units.extend(take(queue_of(key), count, key if mig else None))
+    return {"model": model_key, "cls": "mig" if mig else "ts", "layout": layout if mig else WHOLE, "units": units,
+            "group": None}
