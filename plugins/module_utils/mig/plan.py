@@ -166,12 +166,11 @@ def _mask(start, size):
     return ((1 << size) - 1) << start
 
 
-def place(targets, pmap, memory_slices, occupied=0):
-    """Starts for ``targets`` in the free memory slices (bit mask ``occupied``) or None.
-
-    Exhaustive backtracking, largest and most constrained profiles first, lowest start first; equal
-    targets take increasing starts so permutations of identical instances are not re-tried.
-    """
+def _placements_of(targets, pmap, memory_slices, occupied):
+    """Every placement of ``targets`` in the free memory slices (bit mask ``occupied``), as ``(starts, used
+    mask)``, in search order: largest and most constrained profiles first, lowest start first; equal targets
+    take increasing starts so permutations of identical instances are not re-tried. ``starts`` is the same
+    list each time (copy it to keep it)."""
     order = sorted(range(len(targets)), key=lambda i: (-pmap[targets[i].profile].memory_slices,
                                                        len(pmap[targets[i].profile].placements),
                                                        targets[i].profile, targets[i].compute_instances))
@@ -180,7 +179,8 @@ def place(targets, pmap, memory_slices, occupied=0):
 
     def rec(k, used, prev_key, prev_start):
         if k == len(order):
-            return True
+            yield starts, used
+            return
         i = order[k]
         t = targets[i]
         p = pmap[t.profile]
@@ -191,12 +191,16 @@ def place(targets, pmap, memory_slices, occupied=0):
             if m & used or (m | full) != full:
                 continue
             starts[i] = s
-            if rec(k + 1, used | m, _key(t), s):
-                return True
-        return False
+            yield from rec(k + 1, used | m, _key(t), s)
 
-    if rec(0, occupied, None, -1):
-        return starts
+    return rec(0, occupied, None, -1)
+
+
+def place(targets, pmap, memory_slices, occupied=0):
+    """Starts for ``targets`` in the free memory slices (bit mask ``occupied``) or None: the first placement of
+    an exhaustive backtracking search (``_placements_of``)."""
+    for starts, dummy_used in _placements_of(targets, pmap, memory_slices, occupied):
+        return list(starts)
     return None
 
 
@@ -220,37 +224,14 @@ def best_place(targets, pmap, memory_slices, occupied=0, limit=20000):
     instances do not fragment the free slices (a 1g next to a 4g goes where a 2g still fits beside
     it). Ties keep the lowest starts. None when nothing fits.
     """
-    order = sorted(range(len(targets)), key=lambda i: (-pmap[targets[i].profile].memory_slices,
-                                                       len(pmap[targets[i].profile].placements),
-                                                       targets[i].profile, targets[i].compute_instances))
-    starts = [None] * len(targets)
-    full = (1 << memory_slices) - 1
-    best = [None, -1]
-    seen = [0]
-
-    def rec(k, used, prev_key, prev_start):
-        if seen[0] >= limit:
-            return
-        if k == len(order):
-            seen[0] += 1
-            score = _free_placements(pmap, memory_slices, used)
-            if score > best[1]:
-                best[0], best[1] = list(starts), score
-            return
-        i = order[k]
-        t = targets[i]
-        p = pmap[t.profile]
-        for s in sorted(p.placements):
-            if _key(t) == prev_key and s <= prev_start:
-                continue
-            m = _mask(s, p.memory_slices)
-            if m & used or (m | full) != full:
-                continue
-            starts[i] = s
-            rec(k + 1, used | m, _key(t), s)
-
-    rec(0, occupied, None, -1)
-    return best[0]
+    best, best_score = None, -1
+    for n, (starts, used) in enumerate(_placements_of(targets, pmap, memory_slices, occupied)):
+        if n >= limit:
+            break
+        score = _free_placements(pmap, memory_slices, used)
+        if score > best_score:
+            best, best_score = list(starts), score
+    return best
 
 
 def _keepable_subsets(cand, want):
