@@ -172,6 +172,18 @@ def _fmt(mig_devices):
     return "{%s}" % ", ".join("%s: %s" % (k, mig_devices[k]) for k in sorted(mig_devices))
 
 
+def _node_layouts(nodes, gpu_units):
+    """Per node its per-GPU unit lists: none without GPUs, ``gpu_units(node)``, or whole GPUs where that is None."""
+    out = []
+    for n in nodes:
+        if not n.gpus:
+            out.append([])
+            continue
+        units = gpu_units(n)
+        out.append([[WHOLE] for dummy in range(n.gpus)] if units is None else units)
+    return out
+
+
 def static_layouts(nodes, mig_config, mig_shape=DEFAULT_SHAPE, table=None):
     """``(table, per-node list of per-GPU unit lists)`` for ``sharing: mig``."""
     table = table or UnitTable()
@@ -182,20 +194,16 @@ def static_layouts(nodes, mig_config, mig_shape=DEFAULT_SHAPE, table=None):
             where_of(key).fail("unknown model %s in mig_config; the cluster's GPU models are: %s (or * for all)"
                                % (key, ", ".join(models) or "none"), model=str(key), models=models)
     cache = {}
-    out = []
-    for n in nodes:
-        if not n.gpus:
-            out.append([])
-            continue
+
+    def gpu_units(n):
         key = n.model if n.model in data else ("*" if "*" in data else None)
         if key is None:
-            out.append([[WHOLE] for dummy in range(n.gpus)])
-            continue
+            return None
         shape = shape_of(n.model, mig_shape)
         where = where_of(key, "value")
-        per_gpu = _gpu_layouts_for(data[key], shape, n.gpus, where)
-        out.append([units_of_gpu(d, shape, table, where, cache) for d in per_gpu])
-    return table, out
+        return [units_of_gpu(d, shape, table, where, cache) for d in _gpu_layouts_for(data[key], shape, n.gpus, where)]
+
+    return table, _node_layouts(nodes, gpu_units)
 
 
 def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
@@ -225,25 +233,21 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
                        % (item["mig_config"], ", ".join(sorted(configs))))
         chosen[name] = (item["mig_config"], where)
     cache = {}
-    out = []
-    for n in nodes:
-        if not n.gpus:
-            out.append([])
-            continue
+
+    def gpu_units(n):
         if n.name not in chosen:
-            out.append([[WHOLE] for dummy in range(n.gpus)])
-            continue
+            return None
         cfg, where = chosen[n.name]
         shape = shape_of(n.model, mig_shape)
-        gpus = [{"index": i, "mig_capable": True} for i in range(n.gpus)]
-        desired = mig_config.resolve(configs[cfg], gpus)
+        desired = mig_config.resolve(configs[cfg], [{"index": i, "mig_capable": True} for i in range(n.gpus)])
         per_gpu = []
         for i in range(n.gpus):
             d = desired.get(i)
             per_gpu.append(units_of_gpu(dict(d.mig_devices) if d is not None and d.mig_enabled else None,
                                         shape, table, where, cache))
-        out.append(per_gpu)
-    return table, out
+        return per_gpu
+
+    return table, _node_layouts(nodes, gpu_units)
 
 
 def exclusive_layouts(nodes, table=None):
