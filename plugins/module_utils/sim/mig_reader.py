@@ -247,23 +247,18 @@ class MigReads(object):
         gi, ci = devices[index]
         return DeviceHandle(gpu["index"], gi, ci)
 
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice):
-        call = "nvmlDeviceGetDeviceHandleFromMigDeviceHandle"
-        self._gpu(call, migDevice, mig_ok=True)
-        if not migDevice.is_mig:
+    def _mig_device(self, call, handle):
+        """``handle`` when it is a live MIG device handle; a GPU handle is INVALID_ARGUMENT, as in NVML."""
+        self._gpu(call, handle, mig_ok=True)
+        if not handle.is_mig:
             raise NvmlError(INVALID_ARGUMENT, call=call)
-        return DeviceHandle(migDevice.gpu)
+        return handle
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice):
+        return DeviceHandle(self._mig_device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", migDevice).gpu)
 
     def nvmlDeviceGetGpuInstanceId(self, handle):
-        call = "nvmlDeviceGetGpuInstanceId"
-        self._gpu(call, handle, mig_ok=True)
-        if not handle.is_mig:
-            raise NvmlError(INVALID_ARGUMENT, call=call)
-        return handle.gi
+        return self._mig_device("nvmlDeviceGetGpuInstanceId", handle).gi
 
     def nvmlDeviceGetComputeInstanceId(self, handle):
-        call = "nvmlDeviceGetComputeInstanceId"
-        self._gpu(call, handle, mig_ok=True)
-        if not handle.is_mig:
-            raise NvmlError(INVALID_ARGUMENT, call=call)
-        return handle.ci
+        return self._mig_device("nvmlDeviceGetComputeInstanceId", handle).ci

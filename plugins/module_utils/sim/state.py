@@ -434,26 +434,34 @@ def _health(gpu, key):
     return h.get(key, HEALTH_DEFAULTS[key])
 
 
-def reboot_gpu_state(gpu, model):
-    """What a host reboot does to one GPU."""
+def reset_gpu_state(gpu, model):
+    """What a GPU reset does to one GPU (a host reboot does it too): the pending MIG mode applies (Ampere) or MIG
+    mode is lost (Hopper and newer), no instances, the pending ECC mode applies, default application clocks,
+    volatile ECC counters cleared. Returns the GPU's settings."""
     if gpu_catalog.mig_mode_persistent(model):
         gpu["mig_mode_current"] = gpu.get("mig_mode_pending", 0)
     else:
         gpu["mig_mode_current"] = 0
         gpu["mig_mode_pending"] = 0
     gpu["gpu_instances"] = []
-    gpu["processes"] = []
     settings = gpu.setdefault("settings", {})
     settings["ecc_mode_current"] = settings.get("ecc_mode_pending", settings.get("ecc_mode_current", 0))
-    settings["persistence_mode"] = 0
-    settings["compute_mode"] = 0
-    power = _POWER.get(model.key, (300, 100))
-    settings["power_limit_mw"] = power[0] * 1000
     clocks = _CLOCKS.get(model.key)
     settings["applications_clocks"] = None if clocks is None else {"memory": clocks[0], "graphics": clocks[2]}
     health = gpu.setdefault("health", {})
     health.pop("ecc_volatile_uncorrected", None)
     health.pop("ecc_volatile_corrected", None)
+    return settings
+
+
+def reboot_gpu_state(gpu, model):
+    """What a host reboot does to one GPU: a reset (``reset_gpu_state``), no processes, default persistence and
+    compute mode and power limit."""
+    settings = reset_gpu_state(gpu, model)
+    gpu["processes"] = []
+    settings["persistence_mode"] = 0
+    settings["compute_mode"] = 0
+    settings["power_limit_mw"] = _POWER.get(model.key, (300, 100))[0] * 1000
 
 
 def reboot_state(state):

@@ -26,13 +26,13 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
 )
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.reader import SimReader
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import (
-    _CLOCKS,
     _NO_ECC,
     _POWER,
     ComputeInstanceHandle,
     GpuInstanceHandle,
     _health,
     gi_swizzle_id,
+    reset_gpu_state,
 )
 
 # NVML setters of the simulator: each runs under the host lock on freshly read state.
@@ -242,21 +242,9 @@ class SimBackend(SimReader):
                 % (index, ", ".join(str(p["pid"]) for p in procs))), pids=[int(p["pid"]) for p in procs])
         model = self._model(gpu)
         lost = _health(gpu, "lost")
-        if gpu_catalog.mig_mode_persistent(model):
-            gpu["mig_mode_current"] = gpu.get("mig_mode_pending", 0)
-        else:
-            gpu["mig_mode_current"] = 0
-            gpu["mig_mode_pending"] = 0
-        gpu["gpu_instances"] = []
-        s = gpu.setdefault("settings", {})
-        s["ecc_mode_current"] = s.get("ecc_mode_pending", s.get("ecc_mode_current", 0))
-        clocks = _CLOCKS.get(model.key)
-        s["applications_clocks"] = None if clocks is None else {"memory": clocks[0], "graphics": clocks[2]}
-        health = gpu.setdefault("health", {})
-        health.pop("ecc_volatile_uncorrected", None)
-        health.pop("ecc_volatile_corrected", None)
+        reset_gpu_state(gpu, model)
         if lost:
-            health["lost"] = False
+            gpu["health"]["lost"] = False
         self.cache.clear()
         self._save()
 
