@@ -188,33 +188,27 @@ class SimBackend(SimReader):
         s["power_limit_mw"] = limit
         self._save()
 
-    def nvmlDeviceSetPersistenceMode(self, handle, mode):
-        call = "nvmlDeviceSetPersistenceMode"
+    def _set_mode(self, call, handle, key, mode, valid, not_supported=None):
+        """Setting ``key`` of the GPU becomes ``mode``, with NVML's checks: NOT_SUPPORTED where
+        ``not_supported(gpu)``, INVALID_ARGUMENT for a mode not in ``valid``."""
         gpu, s = self._settings(call, handle)
-        if mode not in (0, 1):
+        if not_supported is not None and not_supported(gpu):
+            raise NvmlError(NOT_SUPPORTED, call=call)
+        if mode not in valid:
             raise NvmlError(INVALID_ARGUMENT, call=call)
-        s["persistence_mode"] = mode
+        s[key] = mode
         self._save()
+
+    def nvmlDeviceSetPersistenceMode(self, handle, mode):
+        self._set_mode("nvmlDeviceSetPersistenceMode", handle, "persistence_mode", mode, (0, 1))
 
     def nvmlDeviceSetComputeMode(self, handle, mode):
-        call = "nvmlDeviceSetComputeMode"
-        gpu, s = self._settings(call, handle)
-        if mode == 1:
-            raise NvmlError(NOT_SUPPORTED, call=call)
-        if mode not in (0, 2, 3):
-            raise NvmlError(INVALID_ARGUMENT, call=call)
-        s["compute_mode"] = mode
-        self._save()
+        # 1 is the deprecated EXCLUSIVE_THREAD mode, which the driver no longer supports
+        self._set_mode("nvmlDeviceSetComputeMode", handle, "compute_mode", mode, (0, 2, 3), lambda gpu: mode == 1)
 
     def nvmlDeviceSetEccMode(self, handle, mode):
-        call = "nvmlDeviceSetEccMode"
-        gpu, s = self._settings(call, handle)
-        if gpu["model"] in _NO_ECC:
-            raise NvmlError(NOT_SUPPORTED, call=call)
-        if mode not in (0, 1):
-            raise NvmlError(INVALID_ARGUMENT, call=call)
-        s["ecc_mode_pending"] = mode
-        self._save()
+        self._set_mode("nvmlDeviceSetEccMode", handle, "ecc_mode_pending", mode, (0, 1),
+                       lambda gpu: gpu["model"] in _NO_ECC)
 
     def nvmlDeviceSetApplicationsClocks(self, handle, maxMemClockMHz, maxGraphicsClockMHz):
         call = "nvmlDeviceSetApplicationsClocks"
