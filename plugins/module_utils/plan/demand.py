@@ -147,6 +147,15 @@ def _one_layout(value, model, where):
     return layout_key(value)
 
 
+def _check_entry(entry, where, keys, shape=""):
+    """An entry of a list option is a mapping (``shape`` says of what) of ``keys`` only; the error names them."""
+    if not isinstance(entry, dict):
+        _fail("%s must be a mapping%s" % (where, shape))
+    unknown = sorted(set(entry) - set(keys))
+    if unknown:
+        _fail("%s: unknown keys %s; valid keys: %s" % (where, ", ".join(unknown), ", ".join(keys)))
+
+
 def parse_nodes(nodes, current_configs=None):
     if not isinstance(nodes, list) or not nodes:
         _fail("nodes must be a non-empty list of {name, gpus: [{model, count}], labels?, current?}")
@@ -157,11 +166,7 @@ def parse_nodes(nodes, current_configs=None):
     seen = set()
     for i, n in enumerate(nodes):
         where = "nodes[%d]" % i
-        if not isinstance(n, dict):
-            _fail("%s must be a mapping with name and gpus" % where)
-        unknown = sorted(set(n) - set(NODE_KEYS))
-        if unknown:
-            _fail("%s: unknown keys %s; valid keys: %s" % (where, ", ".join(unknown), ", ".join(NODE_KEYS)))
+        _check_entry(n, where, NODE_KEYS, " with name and gpus")
         name = n.get("name")
         if not name or not isinstance(name, str):
             _fail("%s.name is required (the Kubernetes node name)" % where)
@@ -195,11 +200,7 @@ def parse_demand(demand):
     seen = set()
     for i, d in enumerate(demand):
         where = "demand[%d]" % i
-        if not isinstance(d, dict):
-            _fail("%s must be a mapping" % where)
-        unknown = sorted(set(d) - set(DEMAND_KEYS))
-        if unknown:
-            _fail("%s: unknown keys %s; valid keys: %s" % (where, ", ".join(unknown), ", ".join(DEMAND_KEYS)))
+        _check_entry(d, where, DEMAND_KEYS)
         for key in ("tenant", "name", "replicas", "memory_gb", "kind", "isolation"):
             if d.get(key) is None:
                 _fail("%s.%s is required" % (where, key))
