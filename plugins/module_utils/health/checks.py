@@ -49,7 +49,6 @@ DEFAULTS = {
 }
 
 
-
 def policy_argument_spec():
     """The argument spec of the health policy options, as gpu_health_check and gpu_health_alert take them
     (documented once: doc fragment gpuops.k8s.health_policy)."""

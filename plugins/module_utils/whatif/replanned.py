@@ -300,7 +300,7 @@ class Replanner(object):
         t0 = self.clock()
         try:
             result = solver.plan({"nodes": nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
-                                       "disruption_budget": budget_left, "bound": False, "lp_rounding": False})
+                                  "disruption_budget": budget_left, "bound": False, "lp_rounding": False})
         except GpuOpsError as err:
             raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.c.models[m], err.msg))
         finally:

@@ -43,8 +43,9 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SCORINGS
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.prepare import (  # noqa: F401 (re-exported)
-    _r, _single, arrivals_for, describe_cluster, engine_arrivals, layouts_for, sample, typical_for)
+# arrivals_for and sample are re-exported for the benchmarks and the lab replay (tests/e2e/lib)
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.prepare import (  # noqa: F401 pylint: disable=unused-import
+    _r, arrivals_for, engine_arrivals, layouts_for, sample, typical_for)
 
 SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned")
 MILLI = 1000

@@ -15,7 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import gpu_nodes  # noqa: E402,F401  (puts the collection on sys.path)
+# gpu_nodes puts the collection on sys.path
+import gpu_nodes  # noqa: E402,F401 pylint: disable=unused-import
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag  # noqa: E402

@@ -35,8 +35,8 @@ def test_allocate_keeps_previous_and_takes_first_free():
 
 
 def test_scrape_config_matches_the_service_monitor():
-    cfg = sim_metrics.scrape_config(SM, [{"address": "127.0.0.1:9400", "node": "n1", "pod": "dcgm-exporter-n1",
-                                     "metrics_path": "/nodes/n1/metrics"}])
+    target = {"address": "127.0.0.1:9400", "node": "n1", "pod": "dcgm-exporter-n1", "metrics_path": "/nodes/n1/metrics"}
+    cfg = sim_metrics.scrape_config(SM, [target])
     assert cfg["job_name"] == "serviceMonitor/gpu-monitoring/dcgm-exporter/0"
     assert cfg["honor_labels"] is False and cfg["scrape_interval"] == "15s"
     assert cfg["static_configs"] == [{"targets": ["127.0.0.1:9400"], "labels": {
