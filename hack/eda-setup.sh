@@ -10,10 +10,8 @@ if command -v java >/dev/null 2>&1 && [ "$(java_major)" -ge 17 ] 2>/dev/null; th
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "eda: installing a Java 17+ runtime (Debian package openjdk-17-jre-headless) for ansible-rulebook"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || {
-    apt-get update -q >/dev/null 2>&1 && apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1; } || {
-    apt-get update -q >/dev/null 2>&1 && apt-get install -y -q default-jre-headless >/dev/null 2>&1; } || true
+  "$(dirname "$0")/apt-install.sh" openjdk-17-jre-headless 2>/dev/null ||
+    "$(dirname "$0")/apt-install.sh" default-jre-headless 2>/dev/null || true
 fi
 if command -v java >/dev/null 2>&1 && [ "$(java_major)" -ge 17 ] 2>/dev/null; then
   exit 0

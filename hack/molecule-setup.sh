@@ -6,9 +6,10 @@
 # The podman configuration is repo-local: molecule/containers.conf, exported as CONTAINERS_CONF by
 # mk/molecule.mk (runc, cgroupfs, file events, ulimits under this machine's hard limits).
 # Usage: hack/molecule-setup.sh            (idempotent; rebuild with GPUOPS_IMAGE_REBUILD=1)
-#        hack/molecule-setup.sh --prefetch (`make test` starts it in the background: builds the image
-#                                          only when the tools are there, never runs apt; a later
-#                                          run waits for it through the lock and finds the image)
+#        hack/molecule-setup.sh --prefetch (`make test` starts it in the background: installs the
+#                                          tools as root (hack/apt-install.sh), else leaves them to
+#                                          make molecule, and builds the image; a later run waits
+#                                          for it through the lock and finds the image)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 image=${GPUOPS_MOLECULE_IMAGE:-localhost/gpuops-debian12:latest}
@@ -22,27 +23,30 @@ if [ $prefetch = 1 ] && [ "${GPUOPS_IMAGE_REBUILD:-0}" = 1 ]; then
   # make molecule would rebuild it once more after waiting: leave the one rebuild to it
   echo "molecule-setup: GPUOPS_IMAGE_REBUILD=1, the rebuild is left to make molecule"; exit 0
 fi
-need=()
-command -v podman >/dev/null || need+=(podman)
-command -v runc >/dev/null || need+=(runc)
-command -v debootstrap >/dev/null || need+=(debootstrap)
-[ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)   # podman --init
-[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ $prefetch = 1 ]; then echo "molecule-setup: ${need[*]} missing, left to make molecule"; exit 0; fi
-  echo "molecule-setup: installing ${need[*]}"
-  [ "$(id -u)" = 0 ] || { echo "molecule-setup: need root to install ${need[*]}" >&2; exit 1; }
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" fuse-overlayfs slirp4netns uidmap >/dev/null
+missing() {
+  need=()
+  command -v podman >/dev/null || need+=(podman)
+  command -v runc >/dev/null || need+=(runc)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)   # podman --init
+  [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
+}
+missing
+if [ ${#need[@]} -gt 0 ] && [ $prefetch = 1 ] && { [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; }; then
+  echo "molecule-setup: ${need[*]} missing, left to make molecule"; exit 0
 fi
 
 mkdir -p "$cache"
-# one build at a time (the background prefetch of `make test` and `make molecule`)
+# one at a time, the tools' install and the image build (the background prefetch of `make test` and `make molecule`)
 exec 9>"$cache/.lock"
 if ! flock -n 9; then
-  echo "molecule-setup: waiting for the image build already under way (log .cache/molecule-setup.log)"
+  echo "molecule-setup: waiting for the setup already under way (log .cache/molecule-setup.log)"
   flock 9
+fi
+missing
+if [ ${#need[@]} -gt 0 ]; then
+  echo "molecule-setup: installing ${need[*]}"
+  "$top/hack/apt-install.sh" "${need[@]}" fuse-overlayfs slirp4netns uidmap
 fi
 if [ "${GPUOPS_IMAGE_REBUILD:-0}" != 1 ] && podman image exists "$image"; then
   echo "molecule-setup: image $image present"

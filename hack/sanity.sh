@@ -23,7 +23,7 @@ fi
 # the shellcheck sanity test is skipped (with a warning only) when the program is missing
 if ! command -v shellcheck >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "sanity: installing shellcheck (Debian package)"
-  (apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q shellcheck >/dev/null 2>&1; }) || true
+  "$top/hack/apt-install.sh" shellcheck 2>/dev/null || true
 fi
 command -v shellcheck >/dev/null 2>&1 || { echo "sanity: shellcheck is required (apt-get install shellcheck)" >&2; exit 1; }
 dest=$top/.build/sanity/ansible_collections/gpuops/k8s

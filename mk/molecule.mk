@@ -1,7 +1,8 @@
 # Molecule scenarios of the host roles (molecule/<role>/), in Debian 12 containers under podman.
 # `make molecule` installs podman/runc/debootstrap when missing, builds the base image once
-# (hack/molecule-setup.sh) and runs each scenario (converge, idempotence, verify), timing each.
-MOLECULE_SCENARIOS ?= nvidia_driver container_toolkit mig
+# (hack/molecule-setup.sh) and runs each scenario (converge, idempotence, verify), timing each;
+# MOLECULE_JOBS at a time (default 2; the longest, mig, first).
+MOLECULE_SCENARIOS ?= mig nvidia_driver container_toolkit
 TEST_TARGETS += molecule
 # `make test` builds a missing base image while the stages before molecule run (log .cache/molecule-setup.log)
 TEST_BACKGROUND += echo "=== background: hack/molecule-setup.sh --prefetch (log .cache/molecule-setup.log)"; \
