@@ -4,7 +4,8 @@
 # MOLECULE_JOBS at a time (default 2; the longest, mig, first).
 MOLECULE_SCENARIOS ?= mig nvidia_driver container_toolkit
 TEST_TARGETS += molecule
-# `make test` builds a missing base image while the stages before molecule run (log .cache/molecule-setup.log)
+# `make test` installs missing tools (as root) and builds a missing base image while the stages before molecule run
+# (log .cache/molecule-setup.log)
 TEST_BACKGROUND += echo "=== background: hack/molecule-setup.sh --prefetch (log .cache/molecule-setup.log)"; \
   (CONTAINERS_CONF=$(TOP)/molecule/containers.conf nice -n 10 hack/molecule-setup.sh --prefetch \
    > .cache/molecule-setup.log 2>&1 &);
