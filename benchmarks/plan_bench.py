@@ -32,6 +32,7 @@ sys.path.insert(0, _COLLECTIONS)
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand  # noqa: E402
 
 MIX = [("NVIDIA A100-SXM4-40GB", 0.15), ("NVIDIA A100-SXM4-80GB", 0.30), ("NVIDIA H100 80GB HBM3", 0.25),
        ("NVIDIA H200", 0.10), ("NVIDIA L40S", 0.20)]
@@ -184,7 +185,7 @@ def timed(params, repeat=1):
     res = None
     for dummy in range(repeat):
         t = time.time()
-        res = solver.plan(params)
+        res = solver.plan(plan_demand.parse_request(params)).as_dict()
         dt = time.time() - t
         best = dt if best is None else min(best, dt)
     return res, best

@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 import plan_bench  # noqa: E402  (puts the collection on sys.path)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import pending, replan, solver  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import workloads  # noqa: E402
 
 TARGET_S = 10.0
@@ -49,7 +50,8 @@ def scene(gpus, n_pending, seed):
     rng = random.Random(seed)
     nodes = plan_bench.fleet(gpus)
     demand = plan_bench.demand("mixed", gpus)
-    first = solver.plan({"nodes": nodes, "demand": demand, "solver": "heuristic", "bound": False})
+    first = solver.plan(plan_demand.parse_request({"nodes": nodes, "demand": demand, "solver": "heuristic",
+                                                   "bound": False})).as_dict()
     current = dict((n["node"], n["mig_config"]) for n in first["node_configs"] if n.get("mig_config"))
     for n in nodes:
         if n["name"] in current:
@@ -99,8 +101,9 @@ def main():
     plan_nodes = replan.planner_nodes(nodes, k8s_nodes, pend["busy_nodes"])
     steps.append(("gpu_replan_nodes", time.time() - t))
     t = time.time()
-    plan = solver.plan({"nodes": plan_nodes, "demand": pend["demand"], "disruption_budget": a.budget,
-                        "current_configs": first["mig_parted_config"], "solver": "auto", "time_limit_s": 30})
+    plan = solver.plan(plan_demand.parse_request({
+        "nodes": plan_nodes, "demand": pend["demand"], "disruption_budget": a.budget,
+        "current_configs": first["mig_parted_config"], "solver": "auto", "time_limit_s": 30})).as_dict()
     steps.append(("gpu_plan (auto: %s, %s)" % (plan["summary"]["solver"], plan["summary"]["status"]), time.time() - t))
     t = time.time()
     guard = replan.rollout_guard(plan, pods, pdbs)

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import whatif_sweep  # noqa: E402  (sets up the collection path; trace_dir)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner  # noqa: E402
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -58,7 +59,8 @@ def main(argv=None):
     plan_nodes = [{"name": n.name, "gpus": [{"model": A100, "count": n.gpus}]} for n in nodes if n.gpus]
     items = demand_of(pods, args.inflation)
     t0 = time.time()
-    plan = solver.plan({"nodes": plan_nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic"})
+    plan = solver.plan(plan_demand.parse_request({"nodes": plan_nodes, "demand": items, "objective": "min_gpus",
+                                                  "solver": "heuristic"})).as_dict()
     plan_s = time.time() - t0
     s = plan["summary"]
     layouts = collections.Counter(c["mig_config"] for c in plan["node_configs"] if c.get("mig_config"))

@@ -34,6 +34,7 @@ import whatif_sweep  # noqa: E402  (sets up the collection path; trace_dir)
 import whatif_planned  # noqa: E402  (demand_of, A100)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg, writer  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures, report_timed, runner  # noqa: E402
 
@@ -50,8 +51,9 @@ def static_plan(nodes, pods, factor):
     request = sum(p.num_gpu * p.gpu_milli for p in pods) / 1000.0
     plan_nodes = [{"name": n.name, "gpus": [{"model": whatif_planned.A100, "count": n.gpus}]} for n in nodes if n.gpus]
     t0 = time.time()
-    plan = solver.plan({"nodes": plan_nodes, "demand": whatif_planned.demand_of(pods, factor * gpus / request),
-                        "objective": "min_gpus", "solver": "heuristic"})
+    plan = solver.plan(plan_demand.parse_request({
+        "nodes": plan_nodes, "demand": whatif_planned.demand_of(pods, factor * gpus / request),
+        "objective": "min_gpus", "solver": "heuristic"})).as_dict()
     return plan, time.time() - t0
 
 

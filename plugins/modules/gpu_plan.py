@@ -173,7 +173,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import report, solver
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import nodes_diff
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import nodes_diff, parse_request
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import writer
 
 
@@ -198,12 +198,12 @@ def main():
     written = None
     diffs = []
     try:
-        result = solver.plan(p)
-        planned = result.pop("_planned_gpus")
+        planned = solver.plan(parse_request(p))
+        result = planned.as_dict()
         if module._diff:
             diffs.append(nodes_diff(p["nodes"], result))
         if p["report"]:
-            markdown, pictures = report.render(result, planned, p["report_title"])
+            markdown, pictures = report.render(result, planned.planned_gpus, p["report_title"])
             written, report_diff = writer.write_report_diff(p["report"], markdown, pictures, check_mode=module.check_mode,
                                                             diff=module._diff, default_name=report.DEFAULT_NAME)
             if report_diff:

@@ -18,33 +18,25 @@ Pure Python, Python 3.9 compatible.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections import namedtuple
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (  # noqa: F401  (Node, Item: re-exported)
+    OBJECTIVES, SOLVERS, WHOLE, Item, Layout, Node, PlanOptions, PlanRequest)
 
 KINDS = ("inference", "training", "dev")
 ISOLATIONS = ("strict", "shared")
-OBJECTIVES = ("min_cost", "min_gpus")
-SOLVERS = ("auto", "exact", "heuristic")
 DEMAND_KEYS = ("tenant", "name", "replicas", "memory_gb", "compute", "kind", "isolation", "priority",
                "gpus_per_replica", "resource")
 NODE_KEYS = ("name", "gpus", "labels", "current", "busy")
-WHOLE = ()  # a GPU's layout: WHOLE (MIG disabled or no MIG) or a sorted tuple of (profile, count)
-
-# One node: GPU models by index, labels, current layout per GPU (None: unknown), its mig.config name, and how many
-# GPU pods run on it (``busy``: on equal cost a plan keeps busy nodes' layouts and changes idle nodes first).
-Node = namedtuple("Node", ["name", "models", "labels", "current", "current_name", "busy"])
-
-# One demand item.
-# ``resource``: the extended resource the item's pods already request (pending pods), or None: the plan then serves
-# the item only on models where its option gives that resource.
-Item = namedtuple("Item", ["index", "tenant", "name", "replicas", "memory_gb", "compute", "kind", "isolation",
-                           "priority", "gpus_per_replica", "resource"])
+PLAN_KEYS = ("nodes", "demand", "objective", "prices", "disruption_budget", "solver", "time_limit_s",
+             "current_configs", "bound", "lp_rounding")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -248,15 +240,23 @@ def parse_prices(prices, nodes):
     return table
 
 
-def check_params(p):
-    if p.get("objective", "min_cost") not in OBJECTIVES:
-        _fail("objective %r is not valid; valid objectives: %s" % (p.get("objective"), ", ".join(OBJECTIVES)))
-    if p.get("solver", "auto") not in SOLVERS:
-        _fail("solver %r is not valid; valid solvers: %s" % (p.get("solver"), ", ".join(SOLVERS)))
-    if p.get("disruption_budget") is not None:
-        validation.number(p["disruption_budget"], "disruption_budget", 0, integer=True)
-    if p.get("time_limit_s") is not None:
-        validation.number(p["time_limit_s"], "time_limit_s", 0, strict_min=True)
+def parse_options(p: Mapping[str, Any]) -> PlanOptions:
+    """gpu_plan's objective, solver, disruption_budget, time_limit_s, bound and lp_rounding (None or missing: the
+    default) -> :class:`PlanOptions` (which checks them; the errors name the valid values)."""
+    return PlanOptions(**dict((f.name, p[f.name]) for f in dataclasses.fields(PlanOptions) if p.get(f.name) is not None))
+
+
+def parse_request(params: Optional[Mapping[str, Any]]) -> PlanRequest:
+    """gpu_plan's parameters (``PLAN_KEYS``; others are ignored, None is the default) -> :class:`PlanRequest`.
+
+    The one place the module's dict is read: options first, then nodes (with ``current_configs``), demand, prices.
+    """
+    p = dict((k, v) for k, v in (params or {}).items() if k in PLAN_KEYS and v is not None)
+    options = parse_options(p)
+    nodes = parse_nodes(p.get("nodes"), p.get("current_configs"))
+    items = parse_demand(p.get("demand"))
+    prices = parse_prices(p.get("prices"), nodes)
+    return PlanRequest(nodes=nodes, items=items, options=options, prices=prices)
 
 
 # -- helpers that build the node list -----------------------------------------------------------------------

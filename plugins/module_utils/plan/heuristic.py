@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import WHOLE, fleet_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
 
 ROUNDS = 4
@@ -96,7 +96,7 @@ def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
             groups.setdefault((model.key, lay), []).append((ni, gi))
     for gpus in groups.values():  # busy nodes keep their layouts first
         gpus.sort(key=lambda s: (-fleet.nodes[s[0]].busy, s[0], s[1]))
-    models = dict((m.key, m) for n in fleet.nodes for m in n.models)
+    models = fleet_models(fleet.nodes)
     order = sorted(groups, key=lambda g: (-len(groups[g]), g))
     by_prof = {}
     for it in sorted(items, key=lambda x: (-x.priority, x.index)):
@@ -157,10 +157,7 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, keep
             keep_current(fleet, items, options, resid)
     full = set()
     group = 0
-    models = OrderedDict()
-    for n in nodes:
-        for m in n.models:
-            models.setdefault(m.key, m)
+    models = fleet_models(nodes)
     for dummy_round in range(ROUNDS):
         if not any(resid[it.index] and options[it.index] for it in items):
             break

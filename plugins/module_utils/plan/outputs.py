@@ -25,7 +25,7 @@ import json
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import workloads
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing, workloads
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE, standard_layout
 
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
@@ -195,7 +195,7 @@ def quotas(fleet, items):
     return dict((t, {"hard": dict((k, out[t]["hard"][k]) for k in sorted(out[t]["hard"]))}) for t in sorted(out))
 
 
-def placements(fleet, items, packing_mod):
+def placements(fleet, items):
     by_index = dict((it.index, it) for it in items)
     out = []
     for (ni, gi) in sorted(fleet.assign):
@@ -204,7 +204,7 @@ def placements(fleet, items, packing_mod):
         model = node.models[gi]
         starts = {}
         if use["layout"]:
-            for prof, start, size in packing_mod.placements(model, use["layout"]):
+            for prof, start, size in packing.placements(model, use["layout"]):
                 starts.setdefault(prof, []).append(start)
         for i, profile, n in use["units"]:
             it = by_index[i]

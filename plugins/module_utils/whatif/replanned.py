@@ -15,8 +15,9 @@ with departures (departures.py).
   arrived in the last ``replan_every_h`` hours (a forecast: the next window brings as many), less the free
   units and the units being installed. Pods are grouped by the GPU models they accept (``gpu_spec``; none:
   every model); only a positive deficit calls the planner.
-* The reduced problem: one call of ``plan.solver.plan`` (``solver: heuristic``, ``objective: min_gpus``, no
-  LP bound) per deficit group, on the *empty* GPUs of one GPU model only (the group's model with the most of
+* The reduced problem: one typed call of ``plan.solver.plan`` (a ``plan.api.PlanRequest``: ``solver: heuristic``,
+  ``objective: min_gpus``, no LP bound; the new layouts read from ``PlanResult.layouts``) per deficit group, on
+  the *empty* GPUs of one GPU model only (the group's model with the most of
   them; at most ``max(8, 2 x the GPUs the deficit needs, the budget left)`` of them, those whose layouts hold
   the most surplus units first), each with its current layout (``current``: the planner's churn rule keeps
   what the demand fills), ``disruption_budget`` the budget left. Busy GPUs are never in the problem, so a
@@ -32,10 +33,13 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
-from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import api as plan_api
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import solver
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
@@ -252,29 +256,30 @@ class Replanner(object):
         order = np.lexsort((gis, rows, -score))[:want]
         return [(int(rows[i]), int(gis[i])) for i in order]
 
-    def _items(self, m, deficit, multi):
+    def _items(self, m: int, deficit: Dict[int, int], multi: Dict[int, int]) -> List[plan_api.Item]:
+        """The planner's demand for a deficit of model ``m``: multi-GPU and whole-GPU replicas, then one item per
+        MIG profile (all strict, tenant ``whatif``)."""
         shape = self.shapes[m]
-        items = []
+        rows = []
         whole = deficit.get(WHOLE, 0)
+        cap = float(opt.capacity_gb(shape))
         for n, count in sorted(multi.items()):
             take = min(count, whole // n)
             if take > 0:
-                items.append({"tenant": "whatif", "name": "whole-%d" % n, "replicas": take,
-                              "memory_gb": opt.capacity_gb(shape),
-                              "kind": "training", "isolation": "strict", "gpus_per_replica": n})
+                rows.append(("whole-%d" % n, take, cap, None, "training", n))
                 whole -= take * n
         if whole > 0:
-            items.append({"tenant": "whatif", "name": "whole-1", "replicas": whole,
-                          "memory_gb": opt.capacity_gb(shape), "kind": "training", "isolation": "strict"})
+            rows.append(("whole-1", whole, cap, None, "training", 1))
         for q, d in sorted(deficit.items()):
             if q == WHOLE:
                 continue
             k = self.table.kinds[q]
             prof = [p for p in shape.profiles if p.name == k.profile][0]
-            items.append({"tenant": "whatif", "name": "mig-%s" % k.profile.replace(".", "-"), "replicas": d,
-                          "memory_gb": opt.profile_gb(prof), "compute": k.compute_frac,
-                          "kind": "inference", "isolation": "strict"})
-        return items
+            rows.append(("mig-%s" % k.profile.replace(".", "-"), d, float(opt.profile_gb(prof)),
+                         float(k.compute_frac), "inference", 1))
+        return [plan_api.Item(i, "whatif", name, int(replicas), memory, compute, kind, "strict",
+                              gpus_per_replica=int(gpr))
+                for i, (name, replicas, memory, compute, kind, gpr) in enumerate(rows)]
 
     def _plan_model(self, m, deficit, multi, empty, free, need, budget_left):
         """``[(node, gpu, new units)]`` from one planner call on model ``m``'s empty GPUs."""
@@ -292,39 +297,38 @@ class Replanner(object):
         for node, gis in by_node.items():
             name = self.c.names[node]
             index[name] = (node, gis)
-            nodes.append({"name": name, "gpus": [{"model": shape.key, "count": len(gis)}],
-                          "current": [layout_of(self.e.gpu_units(node, gi), self.table) for gi in gis]})
+            current = [layout_of(self.e.gpu_units(node, gi), self.table) for gi in gis]
+            nodes.append(plan_api.Node(name, (shape,) * len(gis), {},
+                                       tuple(None if c is None else plan_demand.layout_key(
+                                           None if c == "all-disabled" else c) for c in current)))
         items = self._items(m, deficit, multi)
         if not items:
             return []
+        request = plan_api.PlanRequest(nodes, items, plan_api.PlanOptions(
+            objective="min_gpus", solver="heuristic", disruption_budget=budget_left, bound=False, lp_rounding=False))
         t0 = self.clock()
         try:
-            result = solver.plan({"nodes": nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
-                                  "disruption_budget": budget_left, "bound": False, "lp_rounding": False})
+            result = solver.plan(request)
         except GpuOpsError as err:
-            raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.c.models[m], err.msg))
+            raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.c.models[m], err.msg),
+                              **err.details) from err
         finally:
             self.planner_calls += 1
             self.planner_seconds += self.clock() - t0
         return self._changes(result, index, shape)
 
-    def _changes(self, result, index, shape):
-        spec = result.get("mig_parted_config") or {"version": "v1", "mig-configs": {}}
-        configs = mig_config.parse_spec(spec, source="replan") if spec.get("mig-configs") else {}
+    def _changes(self, result: plan_api.PlanResult, index: Dict[str, Tuple[int, List[int]]],
+                 shape: gpu_catalog.GpuModel) -> List[Tuple[int, int, List[int]]]:
+        """``[(node, gpu, new units)]``: the GPUs whose layout in the plan (``result.layouts``) differs from now."""
         where = Where("replan", path="replan")
         out = []
-        for item in result.get("node_configs") or []:
-            cfg = item.get("mig_config")
-            if not cfg or cfg not in configs:
-                continue
-            node, gis = index[item["node"]]
-            gpus = [{"index": i, "mig_capable": True} for i in range(len(gis))]
-            desired = mig_config.resolve(configs[cfg], gpus)
+        for name, layouts in result.layouts.items():
+            node, gis = index[name]
             for i, gi in enumerate(gis):
-                d = desired.get(i)
-                if d is None:
+                lay = layouts[i]
+                if lay is None:
                     continue
-                mig = dict(d.mig_devices) if d.mig_enabled else None
+                mig = None if lay == plan_api.WHOLE else dict(lay)
                 units = whatif_mig.units_of_gpu(mig, shape, self.table, where, self._unit_cache)
                 if sorted(units) != sorted(self.e.gpu_units(node, gi)):
                     out.append((node, gi, list(units)))

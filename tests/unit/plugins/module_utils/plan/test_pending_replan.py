@@ -4,10 +4,15 @@
 import pytest
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import pending, replan, solver
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import demand as plan_demand, pending, replan, solver
 
 A100 = "NVIDIA A100-SXM4-80GB"
 NOW = 1_800_000_000.0
+
+
+def plan_of(params):
+    """gpu_plan's path: parameters parsed once, the typed call, the module's return value."""
+    return solver.plan(plan_demand.parse_request(params)).as_dict()
 
 
 def pod(name, ns="team-a", resources=None, phase="Pending", message=None, owner=("ReplicaSet", None), node=None,
@@ -68,16 +73,16 @@ def test_new_items_sized_so_the_planner_picks_the_requested_profile():
     assert all(p["item"]["name"] in ("llm", "train") for p in out["pending"])
     # the planner serves the new item with the profile the pods ask for, on A100 and H100 alike
     for model in (A100, "NVIDIA H100 80GB HBM3"):
-        plan = solver.plan({"nodes": [{"name": "n1", "gpus": [{"model": model, "count": 2}]}],
+        plan = plan_of({"nodes": [{"name": "n1", "gpus": [{"model": model, "count": 2}]}],
                             "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
         assert [d["resource"] for d in plan["decisions"]] == ["nvidia.com/mig-3g.40gb"]
     # on a fleet whose cheaper A100 40GB has no 3g.40gb (it would give a whole GPU), the item goes where the profile is
-    plan = solver.plan({"nodes": [{"name": "small", "gpus": [{"model": "NVIDIA A100-SXM4-40GB", "count": 8}]},
+    plan = plan_of({"nodes": [{"name": "small", "gpus": [{"model": "NVIDIA A100-SXM4-40GB", "count": 8}]},
                                   {"name": "big", "gpus": [{"model": A100, "count": 1}]}],
                         "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
     assert [(d["resource"], d["model"]) for d in plan["decisions"]] == [("nvidia.com/mig-3g.40gb", "a100_80gb")]
     with pytest.raises(GpuOpsError, match="unknown MIG resource"):
-        solver.plan({"nodes": [{"name": "big", "gpus": [{"model": A100, "count": 1}]}],
+        plan_of({"nodes": [{"name": "big", "gpus": [{"model": A100, "count": 1}]}],
                      "demand": [dict(new[("team-a", "llm")], resource="nvidia.com/mig-3g.41gb")]})
 
 
@@ -164,7 +169,7 @@ def test_loop_on_a_small_fleet_one_node_changes_within_the_budget():
     pods = [mig_pod("llm-6c-%d" % i, ns="team-a", owner=("ReplicaSet", "llm-6c")) for i in range(2)]
     out = pending.pending_demand(pods, demand=demand, now=NOW)
     for solver_name in ("heuristic", "exact"):
-        plan = solver.plan({"nodes": nodes, "demand": out["demand"], "disruption_budget": 1, "solver": solver_name})
+        plan = plan_of({"nodes": nodes, "demand": out["demand"], "disruption_budget": 1, "solver": solver_name})
         assert plan["summary"]["reconfigured_gpus"] <= 1
         assert not plan["unplaced"], plan["unplaced"]
         changed = replan.changed_nodes(plan)
@@ -194,10 +199,10 @@ def test_busy_nodes_keep_their_layout_whatever_the_node_order(solver_name, order
                "isolation": "strict"},
               {"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40, "compute": 0.4285,
                "kind": "inference", "isolation": "strict"}]
-    plan = solver.plan({"nodes": nodes, "demand": demand, "disruption_budget": 1, "solver": solver_name})
+    plan = plan_of({"nodes": nodes, "demand": demand, "disruption_budget": 1, "solver": solver_name})
     assert not plan["unplaced"] and list(replan.changed_nodes(plan)) == ["n2"], plan["node_configs"]
     with pytest.raises(GpuOpsError, match="busy"):
-        solver.plan({"nodes": [dict(nodes[0], busy=-1)], "demand": demand})
+        plan_of({"nodes": [dict(nodes[0], busy=-1)], "demand": demand})
 
 
 def test_planner_nodes_take_the_live_label_and_the_busy_count():
@@ -216,8 +221,8 @@ def test_a_node_no_plan_has_labelled_counts_against_the_budget():
                                  [{"metadata": {"name": "b"}}])
     demand = [{"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40, "compute": 0.4285,
                "kind": "inference", "isolation": "strict", "resource": "nvidia.com/mig-3g.40gb"}]
-    held = solver.plan({"nodes": nodes, "demand": demand, "disruption_budget": 0, "solver": "heuristic"})
+    held = plan_of({"nodes": nodes, "demand": demand, "disruption_budget": 0, "solver": "heuristic"})
     assert held["summary"]["reconfigured_gpus"] == 0 and held["unplaced"][0]["replicas"] == 2, held["unplaced"]
     assert "disruption_budget" in held["unplaced"][0]["reason"]
-    moved = solver.plan({"nodes": nodes, "demand": demand, "disruption_budget": 1, "solver": "heuristic"})
+    moved = plan_of({"nodes": nodes, "demand": demand, "disruption_budget": 1, "solver": "heuristic"})
     assert moved["summary"]["reconfigured_gpus"] == 1 and not moved["unplaced"], moved["summary"]

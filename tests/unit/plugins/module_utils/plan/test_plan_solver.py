@@ -37,7 +37,7 @@ def run(nodes, items, **kw):
     params.update(kw)
     if params.get("solver") == "greedy":
         params.update(solver="heuristic", lp_rounding=False)
-    return solver.plan(params)
+    return solver.plan(plan_demand.parse_request(params)).as_dict()
 
 
 def decision(res, name):
