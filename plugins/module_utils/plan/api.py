@@ -31,6 +31,8 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import Gp
 # A GPU's MIG layout: WHOLE (MIG disabled, or no MIG) or a sorted tuple of (profile name, count).
 Layout = Tuple[Tuple[str, int], ...]
 WHOLE: Layout = ()
+# USD per GPU-hour per catalog key (None: no price known)
+Prices = Dict[str, Optional[float]]
 
 OBJECTIVES = ("min_cost", "min_gpus")
 SOLVERS = ("auto", "exact", "heuristic")

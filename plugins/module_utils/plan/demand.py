@@ -28,7 +28,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mi
 from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (  # noqa: F401  (Node, Item: re-exported)
-    OBJECTIVES, SOLVERS, WHOLE, Item, Layout, Node, PlanOptions, PlanRequest)
+    OBJECTIVES, SOLVERS, WHOLE, Item, Layout, Node, PlanOptions, PlanRequest, Prices)
 
 KINDS = ("inference", "training", "dev")
 ISOLATIONS = ("strict", "shared")
@@ -45,7 +45,7 @@ def _fail(msg, **details):
     raise GpuOpsError(msg, **details)
 
 
-def model_of(ref, where):
+def model_of(ref: Any, where: str) -> gpu_catalog.GpuModel:
     model = gpu_catalog.lookup_model(ref)
     if model is None:
         names = sorted(set(v.nvml_name for m in gpu_catalog.CATALOG.values() for v in m.variants))
@@ -55,14 +55,14 @@ def model_of(ref, where):
     return model
 
 
-def layout_key(mig_devices):
+def layout_key(mig_devices: Optional[Mapping[str, Any]]) -> Layout:
     """Canonical layout of one GPU from a mig-devices mapping (``{}`` MIG enabled, empty; None MIG disabled)."""
     if mig_devices is None:
         return WHOLE
     return tuple(sorted((gpu_catalog.canonical_profile_name(k), int(v)) for k, v in mig_devices.items() if int(v)))
 
 
-def standard_layout(name, model):
+def standard_layout(name: str, model: gpu_catalog.GpuModel) -> Optional[Layout]:
     """mig-parted's standard config names on one model: None when ``name`` is not one of them."""
     if name == "all-disabled" or not gpu_catalog.mig_capable(model):
         return WHOLE if name in ("all-disabled", "all-enabled", "all-balanced") or name.startswith("all-") else None
@@ -148,7 +148,7 @@ def _check_entry(entry, where, keys, shape=""):
         _fail("%s: unknown keys %s; valid keys: %s" % (where, ", ".join(unknown), ", ".join(keys)))
 
 
-def parse_nodes(nodes, current_configs=None):
+def parse_nodes(nodes: Any, current_configs: Optional[Mapping[str, Any]] = None) -> List[Node]:
     if not isinstance(nodes, list) or not nodes:
         _fail("nodes must be a non-empty list of {name, gpus: [{model, count}], labels?, current?}")
     configs = None
@@ -185,7 +185,7 @@ def parse_nodes(nodes, current_configs=None):
     return out
 
 
-def parse_demand(demand):
+def parse_demand(demand: Any) -> List[Item]:
     if not isinstance(demand, list):
         _fail("demand must be a list of {tenant, name, replicas, memory_gb, kind, isolation, ...}")
     out = []
@@ -227,7 +227,7 @@ def parse_demand(demand):
     return out
 
 
-def parse_prices(prices, nodes):
+def parse_prices(prices: Optional[Mapping[str, Any]], nodes: List[Node]) -> Prices:
     """USD per GPU-hour per catalog key: the catalog's, overridden by ``prices`` (keys: model names or keys)."""
     table = gpu_catalog.default_prices()
     used = sorted(set(m.key for n in nodes for m in n.models))
@@ -281,15 +281,16 @@ def _facts_layout(gpu):
     return counts
 
 
-def nodes_from_facts(facts_by_host, labels_by_host=None):
+def nodes_from_facts(facts_by_host: Optional[Mapping[str, Any]],
+                     labels_by_host: Optional[Mapping[str, Dict[str, str]]] = None) -> List[Dict[str, Any]]:
     """``{host: gpu_info result (or its gpus list)}`` -> the planner's node list, current layouts from the facts."""
     out = []
     for host in sorted(facts_by_host or {}):
-        facts = facts_by_host[host]
+        facts = (facts_by_host or {})[host]
         gpus = facts.get("gpus") if isinstance(facts, dict) else facts
         gpus = sorted(gpus or [], key=lambda g: g.get("index", 0))
-        groups = []
-        current = []
+        groups: List[Dict[str, Any]] = []
+        current: List[Any] = []
         for g in gpus:
             model = g.get("model") or g.get("name")
             if groups and groups[-1]["model"] == model:
@@ -298,7 +299,7 @@ def nodes_from_facts(facts_by_host, labels_by_host=None):
                 groups.append({"model": model, "count": 1})
             lay = _facts_layout(g)
             current.append("all-disabled" if lay == "disabled" else lay)
-        node = {"name": host, "gpus": groups}
+        node: Dict[str, Any] = {"name": host, "gpus": groups}
         mig_gpus = [c for g, c in zip(gpus, current) if g.get("mig_capable")]
         if mig_gpus and all(c == "all-disabled" for c in mig_gpus):
             # every MIG-capable GPU runs without MIG: the node is in mig-parted's all-disabled, by name, as its
@@ -322,11 +323,11 @@ def _model_of_product(product):
     return None
 
 
-def nodes_from_hostvars(hostvars_by_host):
+def nodes_from_hostvars(hostvars_by_host: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """Host vars of the gpuops.k8s.gpu_nodes inventory plugin -> the planner's node list (current = mig.config label)."""
     out = []
     for host in sorted(hostvars_by_host or {}):
-        hv = hostvars_by_host[host] or {}
+        hv = (hostvars_by_host or {})[host] or {}
         product = hv.get("gpu_product")
         count = hv.get("gpu_count") or 0
         if not product or not count:
@@ -340,7 +341,7 @@ def nodes_from_hostvars(hostvars_by_host):
     return out
 
 
-def tenants_from_plan(plan, base=None):
+def tenants_from_plan(plan: Any, base: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
     """gpu_tenancy_tenants entries from a plan's quotas; ``base`` (existing tenant entries) keeps other fields."""
     quotas = plan.get("quotas") if isinstance(plan, dict) else None
     if isinstance(plan, dict) and "plan" in plan:
@@ -349,12 +350,12 @@ def tenants_from_plan(plan, base=None):
     for tenant in sorted(quotas or {}):
         entry = by_name.setdefault(tenant, {"name": tenant})
         hard = dict((entry.get("quota") or {}).get("hard") or {})
-        hard.update(quotas[tenant]["hard"])
+        hard.update((quotas or {})[tenant]["hard"])
         entry["quota"] = {"hard": hard}
     return [by_name[k] for k in sorted(by_name)]
 
 
-def nodes_diff(nodes_in, result):
+def nodes_diff(nodes_in: Optional[List[Dict[str, Any]]], result: Mapping[str, Any]) -> Dict[str, str]:
     """A diff (before/after text) of each node's MIG config and device-plugin config."""
     before = []
     for n in nodes_in or []:

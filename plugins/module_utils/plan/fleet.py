@@ -17,9 +17,15 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import Node
+
+
+# One GPU's plan: {model, cls, layout, units: [[item index, profile or None, replicas]], group}
+Use = Dict[str, Any]
 
 
 def _mig_current(layout):
@@ -27,17 +33,17 @@ def _mig_current(layout):
 
 
 class Fleet(object):
-    def __init__(self, nodes, budget=None):
+    def __init__(self, nodes: Sequence[Node], budget: Optional[int] = None) -> None:
         self.nodes = nodes
         self.budget = budget
         self.reconfigured = 0
-        self.cls = [None] * len(nodes)
-        self.free = []
-        self.assign = {}
-        self.open = {}
-        self.buckets = {}
+        self.cls: List[Optional[str]] = [None] * len(nodes)
+        self.free: List[Dict[str, List[int]]] = []
+        self.assign: Dict[Tuple[int, int], Use] = {}
+        self.open: Dict[str, List[int]] = {}
+        self.buckets: Dict[str, Dict[int, List[Tuple[int, bool, int]]]] = {}
         for ni, node in enumerate(nodes):
-            free = OrderedDict()
+            free: Dict[str, List[int]] = OrderedDict()
             for gi, model in enumerate(node.models):
                 free.setdefault(model.key, []).append(gi)
             self.free.append(free)
@@ -50,18 +56,18 @@ class Fleet(object):
             for count in self.buckets[key]:
                 self.buckets[key][count].sort()
 
-    def mig_disable_cost(self, ni):
+    def mig_disable_cost(self, ni: int) -> int:
         node = self.nodes[ni]
         return sum(1 for gi, m in enumerate(node.models)
                    if gpu_catalog.mig_capable(m) and _mig_current(node.current[gi]) and (ni, gi) not in self.assign)
 
-    def budget_left(self):
+    def budget_left(self) -> Optional[int]:
         return None if self.budget is None else self.budget - self.reconfigured
 
-    def free_count(self, key, unopened_only=False):
+    def free_count(self, key: str, unopened_only: bool = False) -> int:
         return sum(len(f.get(key, ())) for ni, f in enumerate(self.free) if not unopened_only or self.cls[ni] is None)
 
-    def open_node(self, ni, cls):
+    def open_node(self, ni: int, cls: str) -> None:
         self.cls[ni] = cls
         self.open.setdefault(cls, []).append(ni)
         if cls != "mig":
@@ -99,11 +105,11 @@ class Fleet(object):
         del gpus[best]
         return gi
 
-    def put(self, ni, gi, use):
+    def put(self, ni: int, gi: int, use: Use) -> None:
         use["node"], use["gpu"] = ni, gi
         self.assign[(ni, gi)] = use
 
-    def pin(self, ni, gi, use):
+    def pin(self, ni: int, gi: int, use: Use) -> None:
         """Keep a GPU's current layout for ``use`` (the keep phase); the node becomes a ``mig`` node."""
         if self.cls[ni] is None:
             self.open_node(ni, "mig")
@@ -131,11 +137,11 @@ class Fleet(object):
         smaller = [f for f in fits if f[0] <= want]
         return max(smaller)[1] if smaller else min(fits)[1]
 
-    def place(self, uses):
+    def place(self, uses: List[Use]) -> List[Use]:
         """Put ``uses`` on nodes; returns the uses that found no GPU (with ``why``: ``gpus`` or ``budget``)."""
         overflow = []
-        groups = OrderedDict()
-        singles = OrderedDict()
+        groups: Dict[Any, List[Use]] = OrderedDict()
+        singles: Dict[Any, List[Use]] = OrderedDict()
         for use in uses:
             if use.get("group") is not None:
                 groups.setdefault(use["group"], []).append(use)
@@ -247,3 +253,7 @@ class Fleet(object):
             if best is not None:
                 break
         return best
+
+
+# What a solver leaves: the placed fleet, the replicas left per item, why they are left (``gpus`` or ``budget``)
+Placed = Tuple[Fleet, Dict[int, int], Dict[int, str]]

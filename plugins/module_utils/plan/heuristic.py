@@ -18,32 +18,37 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import WHOLE, fleet_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import Item, Node, Prices
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Placed, Use
 
 ROUNDS = 4
 KEEP_FILL = 0.5
 
 
-def unit_cost(option, prices, objective):
+def unit_cost(option: opt.Option, prices: Prices, objective: str) -> Tuple[float, float]:
     price = prices.get(option.model)
     if objective == "min_gpus" or price is None:
         return (option.share, price if price is not None else 0.0)
     return (price * option.share, option.share)
 
 
-def uses_for(model, mode_units, group_start=0):
+def uses_for(model: gpu_catalog.GpuModel, mode_units: Mapping[str, List[Tuple[int, opt.Option, int]]],
+             group_start: int = 0) -> Tuple[List[Use], int]:
     """GPU uses for ``{mode key: [(item index, option, replicas)]}`` of one model. Returns (uses, next group id)."""
     uses = []
     group = group_start
-    mig_need = OrderedDict()
-    mig_queue = {}
-    ts_need = OrderedDict()
-    ts_queue = {}
-    mps_queue = OrderedDict()
+    mig_need: Dict[str, int] = OrderedDict()
+    mig_queue: Dict[str, List[List[int]]] = {}
+    ts_need: Dict[Tuple[float, float], int] = OrderedDict()
+    ts_queue: Dict[Tuple[float, float], List[List[int]]] = {}
+    mps_queue: Dict[int, List[List[int]]] = OrderedDict()
     for mode_key in mode_units:
         for i, option, n in mode_units[mode_key]:
             if n <= 0:
@@ -82,10 +87,11 @@ def uses_for(model, mode_units, group_start=0):
     return uses, group
 
 
-def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
+def keep_current(fleet: Fleet, items: List[Item], options: opt.ItemOptions, resid: Dict[int, int],
+                 fill_min: float = KEEP_FILL) -> None:
     """The keep phase: pin GPUs whose current MIG layout the demand fills (at least ``fill_min`` of it after the
     GPUs it fills completely)."""
-    groups = OrderedDict()
+    groups: Dict[Any, List[Tuple[int, int]]] = OrderedDict()
     for ni, node in enumerate(fleet.nodes):
         for gi, model in enumerate(node.models):
             lay = node.current[gi]
@@ -98,7 +104,7 @@ def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
         gpus.sort(key=lambda s: (-fleet.nodes[s[0]].busy, s[0], s[1]))
     models = fleet_models(fleet.nodes)
     order = sorted(groups, key=lambda g: (-len(groups[g]), g))
-    by_prof = {}
+    by_prof: Dict[Tuple[str, str], List[int]] = {}
     for it in sorted(items, key=lambda x: (-x.priority, x.index)):
         for key, o in options[it.index].items():
             if o.mode == opt.MIG:
@@ -141,7 +147,8 @@ def keep_current(fleet, items, options, resid, fill_min=KEEP_FILL):
             fleet.pin(ni, gi, {"model": key, "cls": "mig", "layout": layout, "units": draw(key, layout), "group": None})
 
 
-def solve(nodes, items, options, prices, objective="min_cost", budget=None, keep=True, start=None):
+def solve(nodes: List[Node], items: List[Item], options: opt.ItemOptions, prices: Prices, objective: str = "min_cost",
+          budget: Optional[int] = None, keep: bool = True, start: Optional[Placed] = None) -> Placed:
     """Returns ``(fleet, resid, overflow_reasons)``: the placed fleet, replicas left per item, why they are left.
 
     ``start``: ``(fleet, resid, why)`` already placed (the rounded LP); the greedy rounds place what it left.
@@ -162,7 +169,7 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, keep
         if not any(resid[it.index] and options[it.index] for it in items):
             break
         capacity = dict((key, float(fleet.free_count(key, unopened_only=key in full))) for key in models)
-        alloc = OrderedDict()
+        alloc: Dict[str, Dict[str, List[Tuple[int, opt.Option, int]]]] = OrderedDict()
         order = sorted(items, key=lambda x: (-x.priority, -max([o.share for o in options[x.index].values()] or [0]),
                                              x.index))
         for it in order:

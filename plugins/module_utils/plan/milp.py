@@ -29,12 +29,14 @@ valid). scipy and numpy are imported lazily.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import WHOLE, fleet_models
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import WHOLE, Item, Layout, Node, Prices, fleet_models
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Placed
 
 TS_PATTERN_LIMIT = 1000
 # A changed GPU layout costs this share of the dearest GPU's hourly price in the objective: the exact plan changes a
@@ -42,7 +44,7 @@ TS_PATTERN_LIMIT = 1000
 CHURN_WEIGHT = 0.25
 
 
-def available():
+def available() -> bool:
     try:
         from scipy.optimize import milp  # noqa: F401  pylint: disable=unused-import
     except ImportError:
@@ -153,28 +155,35 @@ class Formulation(object):
     class ``c``; ``node_types``: node type -> node indices (idle nodes first), when node classes are modelled.
     """
 
-    def __init__(self, nodes, items, options, prices, objective, bound):
+    def __init__(self, nodes: List[Node], items: List[Item], options: opt.ItemOptions, prices: Prices, objective: str,
+                 bound: bool) -> None:
         self.mdl = _Model()
         self.nodes, self.items, self.options, self.prices = nodes, items, options, prices
         self.objective = objective
         self.bound = bound
         self.models = fleet_models(nodes)
         self.max_price = max([prices.get(k) or 1.0 for k in self.models] + [1.0])
-        self.mig_gpus, self.shared_gpus, self.mps_gpus, self.whole_gpus = {}, {}, {}, {}
-        self.served, self.unplaced, self.node_class = {}, {}, {}
-        self.kept, self.changed = {}, {}
+        self.mig_gpus: Dict[Tuple[str, Layout], int] = {}
+        self.shared_gpus: Dict[Tuple[str, Any], int] = {}
+        self.mps_gpus: Dict[Tuple[str, int], int] = {}
+        self.whole_gpus: Dict[str, int] = {}
+        self.served: Dict[Tuple[int, str], int] = {}
+        self.unplaced: Dict[int, int] = {}
+        self.node_class: Dict[Tuple[Any, str], int] = {}
+        self.kept: Dict[Tuple[str, Layout], int] = {}
+        self.changed: Dict[str, int] = {}
         self.gpu_vars = OrderedDict((k, {}) for k in self.models)
         self.class_vars = OrderedDict((k, {}) for k in self.models)
         self.node_types = None
         self.ts_truncated = False
 
-    def gpu_cost(self, key):
+    def gpu_cost(self, key: str) -> float:
         """A GPU's weight in the objective: its price (min_cost) or 1 (min_gpus), plus the tie-break."""
         if self.objective == "min_gpus":
             return 1.0 + TIE_BREAK * (self.prices.get(key) or 0.0)
         return (self.prices.get(key) or 0.0) + TIE_BREAK
 
-    def gpu_var(self, family, index, key, cls, integer=True):
+    def gpu_var(self, family: str, index: Any, key: str, cls: Optional[str], integer: bool = True) -> int:
         """A new GPU-counting variable of ``family`` (one of the four GPU dicts) for model ``key`` in class ``cls``
         (None: no node class, the bound's capacity variable)."""
         j = self.mdl.var((family, index), self.gpu_cost(key), integer=integer)
@@ -184,10 +193,10 @@ class Formulation(object):
             self.class_vars[key].setdefault(cls, {})[j] = 1
         return j
 
-    def option(self, it, key):
+    def option(self, it: Item, key: str) -> opt.Option:
         return self.options[it.index][key]
 
-    def gpu_indices(self):
+    def gpu_indices(self) -> List[int]:
         """Every GPU-counting variable, in index order."""
         return sorted(j for key in self.gpu_vars for j in self.gpu_vars[key])
 
@@ -394,7 +403,8 @@ def _churn_rows(f, budget):
         f.mdl.row(dict((j, 1.0) for j in f.changed.values()), hi=float(budget))
 
 
-def lp_bound(nodes, items, options, prices, placed):
+def lp_bound(nodes: List[Node], items: List[Item], options: opt.ItemOptions, prices: Prices,
+             placed: Dict[int, int]) -> Tuple[int, float]:
     """``(GPUs, cost per hour)``: the LP relaxation's minimum to serve exactly the ``placed`` replicas."""
     out = []
     for objective in ("min_gpus", "min_cost"):
@@ -411,7 +421,8 @@ def lp_bound(nodes, items, options, prices, placed):
     return out[0], out[1]
 
 
-def solve(nodes, items, options, prices, objective="min_cost", budget=None, time_limit=60.0):
+def solve(nodes: List[Node], items: List[Item], options: opt.ItemOptions, prices: Prices, objective: str = "min_cost",
+          budget: Optional[int] = None, time_limit: float = 60.0) -> Tuple[Fleet, Dict[int, int], Dict[int, str], str]:
     """The exact plan: ``(fleet, resid, why, status)``."""
     f = _formulate(nodes, items, options, prices, objective, budget)
     res = f.mdl.solve(time_limit=time_limit)
@@ -426,7 +437,8 @@ def solve(nodes, items, options, prices, objective="min_cost", budget=None, time
     return fleet, resid, why, status
 
 
-def lp_round(nodes, items, options, prices, objective="min_cost", budget=None):
+def lp_round(nodes: List[Node], items: List[Item], options: opt.ItemOptions, prices: Prices, objective: str = "min_cost",
+             budget: Optional[int] = None) -> Placed:
     """The LP relaxation of the exact formulation, rounded down: ``(fleet, resid, why)``.
 
     Every pattern, class and replica count of the LP solution is rounded down and placed; what that leaves
@@ -441,7 +453,7 @@ def lp_round(nodes, items, options, prices, objective="min_cost", budget=None):
     return materialize(val, f, budget)
 
 
-def materialize(val, f, budget=None):
+def materialize(val: List[int], f: Formulation, budget: Optional[int] = None) -> Placed:
     """Uses (GPU plans) from a solution's integer values ``val`` of formulation ``f``, placed on the fleet:
     ``(fleet, resid, why)``."""
     nodes, items, options = f.nodes, f.items, f.options
@@ -457,11 +469,11 @@ def materialize(val, f, budget=None):
                 fleet.open_node(ni, c)
             taken[tk] = start + val[j]
     resid = dict((it.index, it.replicas) for it in items)
-    uses = []
+    uses: List[Dict[str, Any]] = []
     group = 0
     by_index = dict((it.index, it) for it in items)
     for key in f.models:
-        queues = {}
+        queues: Dict[Tuple[str, Any], List[List[int]]] = {}
         for (i, k), j in f.served.items():
             if k != key or not val[j]:
                 continue

@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 import re
 from collections import namedtuple
+from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import Item
 
 MIG = "mig"
 TIME_SLICING = "time-slicing"
@@ -36,9 +38,11 @@ EPS = 1e-9
 # estimate used to choose models and for the bounds); ``mps_replicas`` the MPS clients per GPU it allows.
 Option = namedtuple("Option", ["mode", "model", "profile", "memory_gb", "compute", "gpus", "share", "mps_replicas",
                                "reason"])
+# per item index: the option on each model (catalog key) that can serve it
+ItemOptions = Dict[int, Dict[str, Option]]
 
 
-def capacity_gb(model):
+def capacity_gb(model: gpu_catalog.GpuModel) -> int:
     """Memory of one device in GB as the model is sold (A100 80GB -> 80, L40S -> 48, H200 -> 141)."""
     m = re.search(r"_(\d+)gb$", model.key)
     if m:
@@ -46,16 +50,20 @@ def capacity_gb(model):
     return int(round(model.total_memory_mib / 1024.0))
 
 
-def profile_gb(profile):
-    return int(re.match(r"^\d+g\.(\d+)gb", profile.name).group(1))
+def profile_gb(profile: gpu_catalog.GiProfile) -> int:
+    m = re.match(r"^\d+g\.(\d+)gb", profile.name)
+    if m is None:
+        raise ValueError("MIG profile %s names no memory size" % profile.name)
+    return int(m.group(1))
 
 
-def usable_profiles(model):
+def usable_profiles(model: gpu_catalog.GpuModel) -> List[gpu_catalog.GiProfile]:
     """MIG profiles the planner hands out: every GI profile without media-extension attributes."""
     return [p for p in model.profiles if "+" not in p.name and "-" not in p.name]
 
 
-def smallest_profile(model, memory_gb, compute=None):
+def smallest_profile(model: gpu_catalog.GpuModel, memory_gb: float,
+                     compute: Optional[float] = None) -> Optional[gpu_catalog.GiProfile]:
     best = None
     for p in usable_profiles(model):
         if profile_gb(p) + EPS < memory_gb:
@@ -68,7 +76,7 @@ def smallest_profile(model, memory_gb, compute=None):
     return best[1] if best else None
 
 
-def mig_share(model, profile):
+def mig_share(model: gpu_catalog.GpuModel, profile: gpu_catalog.GiProfile) -> float:
     return max(profile.compute_slices / float(model.compute_slices), profile.memory_slices / float(model.memory_slices))
 
 
@@ -77,7 +85,7 @@ def _exclusive(item, model, reason):
                   float(item.gpus_per_replica), 0, reason)
 
 
-def option_for(item, model):
+def option_for(item: Item, model: gpu_catalog.GpuModel) -> Tuple[Optional[Option], Optional[str]]:
     """``(Option, None)`` or ``(None, reason)`` for ``item`` on ``model``."""
     cap = capacity_gb(model)
     if item.memory_gb > cap + EPS:
@@ -124,7 +132,7 @@ def _compute_text(item):
     return " and %.0f %% compute" % (item.compute * 100) if item.compute is not None else ""
 
 
-def resource_of(option):
+def resource_of(option: Option) -> str:
     if option.mode == MIG:
         return gpu_catalog.resource_name(option.profile)
     if option.mode in (TIME_SLICING, MPS):

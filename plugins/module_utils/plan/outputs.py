@@ -22,20 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import packing, workloads
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE, standard_layout
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import Item, Layout
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet, Use
 
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_DP_CONFIG = "nvidia.com/device-plugin.config"
 
 
-def node_layouts(fleet, ni):
+def node_layouts(fleet: Fleet, ni: int) -> List[Optional[Layout]]:
     """Per GPU index the layout the plan wants (None: left as it is)."""
     node = fleet.nodes[ni]
-    out = []
+    out: List[Optional[Layout]] = []
     for gi, model in enumerate(node.models):
         use = fleet.assign.get((ni, gi))
         if not gpu_catalog.mig_capable(model):
@@ -91,10 +94,10 @@ def _config_name(node, layouts, entries):
     return "plan-%s" % digest
 
 
-def mig_outputs(fleet):
+def mig_outputs(fleet: Fleet) -> Tuple[Dict[str, Any], Dict[int, Optional[str]]]:
     """``(mig_parted_config, {node index: config name or None})``."""
     configs = {}
-    chosen = {}
+    chosen: Dict[int, Optional[str]] = {}
     for ni, node in enumerate(fleet.nodes):
         if not any(gpu_catalog.mig_capable(m) for m in node.models):
             chosen[ni] = None
@@ -110,7 +113,7 @@ def mig_outputs(fleet):
     return {"version": "v1", "mig-configs": dict((k, configs[k]) for k in sorted(configs))}, chosen
 
 
-def device_plugin_name(fleet, ni):
+def device_plugin_name(fleet: Fleet, ni: int) -> Optional[str]:
     cls = fleet.cls[ni]
     if cls is None:
         return None
@@ -126,7 +129,7 @@ def device_plugin_name(fleet, ni):
     return "plan-exclusive"
 
 
-def ts_replicas(fleet, ni):
+def ts_replicas(fleet: Fleet, ni: int) -> int:
     best = 0
     for gi in range(len(fleet.nodes[ni].models)):
         use = fleet.assign.get((ni, gi))
@@ -135,7 +138,7 @@ def ts_replicas(fleet, ni):
     return best
 
 
-def device_plugin_config(name):
+def device_plugin_config(name: str) -> Dict[str, Any]:
     if name == "plan-mig-mixed":
         return {"version": "v1", "flags": {"migStrategy": "mixed"}}
     if name == "plan-exclusive":
@@ -148,7 +151,7 @@ def device_plugin_config(name):
     return {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"mps": sharing}}
 
 
-def node_outputs(fleet, mig_names):
+def node_outputs(fleet: Fleet, mig_names: Mapping[int, Optional[str]]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     node_configs = []
     dp_configs = {}
     for ni, node in enumerate(fleet.nodes):
@@ -170,7 +173,7 @@ def node_outputs(fleet, mig_names):
     return node_configs, dict((k, dp_configs[k]) for k in sorted(dp_configs))
 
 
-def resource_for_use(fleet, use, profile):
+def resource_for_use(fleet: Fleet, use: Use, profile: Optional[str]) -> str:
     if profile:
         return gpu_catalog.resource_name(profile)
     if use["cls"] == "mig":
@@ -178,10 +181,10 @@ def resource_for_use(fleet, use, profile):
     return "nvidia.com/gpu.shared"
 
 
-def quotas(fleet, items):
+def quotas(fleet: Fleet, items: List[Item]) -> Dict[str, Any]:
     """``{tenant: {hard: {requests.<resource>: n}}}`` from what the plan placed."""
     by_index = dict((it.index, it) for it in items)
-    out = {}
+    out: Dict[str, Dict[str, Dict[str, int]]] = {}
     for use in fleet.assign.values():
         for i, profile, n in use["units"]:
             it = by_index[i]
@@ -195,14 +198,14 @@ def quotas(fleet, items):
     return dict((t, {"hard": dict((k, out[t]["hard"][k]) for k in sorted(out[t]["hard"]))}) for t in sorted(out))
 
 
-def placements(fleet, items):
+def placements(fleet: Fleet, items: List[Item]) -> List[Dict[str, Any]]:
     by_index = dict((it.index, it) for it in items)
     out = []
     for (ni, gi) in sorted(fleet.assign):
         use = fleet.assign[(ni, gi)]
         node = fleet.nodes[ni]
         model = node.models[gi]
-        starts = {}
+        starts: Dict[str, List[int]] = {}
         if use["layout"]:
             for prof, start, size in packing.placements(model, use["layout"]):
                 starts.setdefault(prof, []).append(start)
@@ -222,7 +225,7 @@ def placements(fleet, items):
     return out
 
 
-def gpu_allocation(fleet, ni, gi, by_index):
+def gpu_allocation(fleet: Fleet, ni: int, gi: int, by_index: Mapping[int, Item]) -> float:
     """Fraction of one planned GPU that is handed out (MIG compute slices, shared memory, MPS clients, whole)."""
     use = fleet.assign.get((ni, gi))
     if use is None:
@@ -239,7 +242,7 @@ def gpu_allocation(fleet, ni, gi, by_index):
     return 1.0
 
 
-def mode_of_use(use, profile):
+def mode_of_use(use: Use, profile: Optional[str]) -> str:
     if profile:
         return opt.MIG
     if use["cls"] == "ts":

@@ -20,14 +20,21 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import WHOLE
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import Layout
 
 EPS = 1e-9
-_VALID = {}
-_PLACED = {}
+_VALID: Dict[Tuple[str, Layout], bool] = {}
+_PLACED: Dict[Tuple[str, Layout], List[Tuple[str, int, int]]] = {}
+
+
+SharedClass = Tuple[float, float]  # a time-sliced replica: (memory GB, compute share)
+SharedPattern = Tuple[Tuple[SharedClass, int], ...]  # replicas per class on one time-sliced GPU
 
 
 def _targets(model, layout):
@@ -43,7 +50,7 @@ def _targets(model, layout):
     return out, pmap
 
 
-def valid_layout(model, layout):
+def valid_layout(model: gpu_catalog.GpuModel, layout: Layout) -> bool:
     """``layout``: a sorted tuple of (profile, count)."""
     key = (model.key, layout)
     if key in _VALID:
@@ -75,7 +82,7 @@ def valid_layout(model, layout):
     return ok
 
 
-def placements(model, layout):
+def placements(model: gpu_catalog.GpuModel, layout: Layout) -> List[Tuple[str, int, int]]:
     """``[(profile, start, size)]`` for every instance of a valid layout (mig_plan's placement search)."""
     key = (model.key, layout)
     if key not in _PLACED:
@@ -91,10 +98,10 @@ def _add(layout, name, n=1):
     return tuple(sorted(d.items()))
 
 
-def enumerate_layouts(model, names, limit=5000):
+def enumerate_layouts(model: gpu_catalog.GpuModel, names: Sequence[str], limit: int = 5000) -> List[Layout]:
     """Every maximal valid layout using only the profiles ``names`` (plus the empty layout when none fits)."""
     names = sorted(set(names))
-    out = []
+    out: List[Layout] = []
     seen = set()
 
     def rec(layout, start):
@@ -116,14 +123,14 @@ def enumerate_layouts(model, names, limit=5000):
     return out
 
 
-def pack_mig(model, need):
+def pack_mig(model: gpu_catalog.GpuModel, need: Mapping[str, int]) -> List[Tuple[Layout, int]]:
     """``need``: profile -> count. Returns ``[(layout, gpus)]`` covering every count."""
     pmap = mig_plan.profile_map(model.profiles)
     need = dict((k, v) for k, v in need.items() if v > 0)
     order = sorted(need, key=lambda n: (-pmap[n].memory_slices, -pmap[n].compute_slices, n))
     out = []
     while need:
-        layout = ()
+        layout: Layout = ()
         for name in order:
             while need.get(name, 0) - dict(layout).get(name, 0) > 0:
                 nxt = _add(layout, name)
@@ -142,7 +149,7 @@ def pack_mig(model, need):
     return out
 
 
-def pack_shared(cap_gb, classes):
+def pack_shared(cap_gb: float, classes: Mapping[SharedClass, int]) -> List[Tuple[SharedPattern, int]]:
     """``classes``: (memory_gb, compute) -> replicas. Returns ``[(pattern, gpus)]``; pattern a sorted tuple."""
     need = dict((k, v) for k, v in classes.items() if v > 0)
     order = sorted(need, key=lambda c: (-c[0], -c[1]))
@@ -169,10 +176,10 @@ def pack_shared(cap_gb, classes):
     return out
 
 
-def take(queue, count, profile):
+def take(queue: List[List[int]], count: int, profile: Any) -> List[List[Any]]:
     """Pop ``count`` replicas from ``queue`` (``[[item, remaining], ...]``), item by item: ``[[item, profile, n]]``,
     one entry per item."""
-    out = []
+    out: List[List[Any]] = []
     while count > 0 and queue:
         head = queue[0]
         n = min(count, head[1])
@@ -187,7 +194,8 @@ def take(queue, count, profile):
     return out
 
 
-def packed_use(model_key, layout, queue_of, mig):
+def packed_use(model_key: str, layout: Sequence[Tuple[Any, int]], queue_of: Callable[[Any], List[List[int]]],
+               mig: bool) -> Dict[str, Any]:
     """The use of one GPU packed with ``layout`` (``[(MIG profile or time-sliced class, count)]``): its replicas
     taken from ``queue_of(profile or class)``. A MIG layout names each unit's profile; a time-sliced pattern
     shares the whole GPU."""

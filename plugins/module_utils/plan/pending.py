@@ -30,6 +30,7 @@ import math
 import re
 import time as _time
 from datetime import datetime
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import (
@@ -60,9 +61,9 @@ def _meta(pod):
     return pod.get("metadata") or {}
 
 
-def gpu_requests(pod):
+def gpu_requests(pod: Mapping[str, Any]) -> Dict[str, int]:
     """``{resource: count}`` of the NVIDIA resources a pod's containers request (limits when no request)."""
-    out = {}
+    out: Dict[str, int] = {}
     spec = pod.get("spec") or {}
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}
@@ -77,7 +78,7 @@ def gpu_requests(pod):
     return out
 
 
-def unschedulable_condition(pod):
+def unschedulable_condition(pod: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """The pod's ``PodScheduled`` condition when it is False with reason Unschedulable, else None."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled" and str(cond.get("status")) == "False" \
@@ -86,7 +87,7 @@ def unschedulable_condition(pod):
     return None
 
 
-def classify(pod, now=None, min_pending_s=0):
+def classify(pod: Mapping[str, Any], now: Optional[float] = None, min_pending_s: float = 0) -> Tuple[bool, Any]:
     """``(True, facts)`` for a pod waiting for a GPU resource, ``(False, reason)`` for any other pod."""
     meta = _meta(pod)
     phase = (pod.get("status") or {}).get("phase")
@@ -118,9 +119,9 @@ def classify(pod, now=None, min_pending_s=0):
                   "priority": (pod.get("spec") or {}).get("priority")}
 
 
-def offered(nodes):
+def offered(nodes: Optional[List[Dict[str, Any]]]) -> Dict[str, int]:
     """``{resource: count}`` the schedulable nodes advertise (allocatable), from k8s_info Node resources."""
-    out = {}
+    out: Dict[str, int] = {}
     for n in nodes or []:
         if (n.get("spec") or {}).get("unschedulable"):
             continue
@@ -137,7 +138,7 @@ def _floor(x, digits=4):
     return math.floor(x * 10 ** digits) / 10.0 ** digits
 
 
-def size_for(resource, count, shared_memory_gb):
+def size_for(resource: str, count: int, shared_memory_gb: float) -> Dict[str, Any]:
     """Demand fields (memory_gb, compute, isolation, gpus_per_replica) that make the planner pick ``resource``."""
     base = resource[:-len(SHARED_SUFFIX)] if resource.endswith(SHARED_SUFFIX) else resource
     shared = resource.endswith(SHARED_SUFFIX)
@@ -167,7 +168,7 @@ def _owner(meta):
     return {"kind": refs[0].get("kind"), "name": refs[0].get("name")} if refs else None
 
 
-def running_gpu_pods(pods):
+def running_gpu_pods(pods: Optional[List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
     """The running pods that hold NVIDIA resources: ``[{namespace, name, labels, owner, resources, node}]``."""
     out = []
     for pod in pods or []:
@@ -182,7 +183,9 @@ def running_gpu_pods(pods):
     return out
 
 
-def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, shared_memory_gb=10):
+def pending_demand(pods: Optional[List[Dict[str, Any]]], demand: Optional[List[Dict[str, Any]]] = None,
+                   nodes: Optional[List[Dict[str, Any]]] = None, now: Optional[float] = None, min_pending_s: float = 0,
+                   shared_memory_gb: float = 10) -> Dict[str, Any]:
     """The demand with the pending GPU pods in it: ``{demand, changes, pending, ignored, resources}``.
 
     ``pods``: k8s_info Pod resources (pending and running; running GPU pods count toward their item's replicas);
@@ -212,9 +215,9 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
         facts["item"] = workloads.item_for_pod(facts["namespace"], facts["name"], keys, facts["labels"], facts["owner"])
         pending.append(facts)
 
-    running = {}
-    busy = {}
-    extra = {}
+    running: Dict[Any, int] = {}
+    busy: Dict[str, int] = {}
+    extra: Dict[Any, Any] = {}
     for r in running_gpu_pods(pods):
         if r["node"]:
             busy[r["node"]] = busy.get(r["node"], 0) + 1
@@ -227,7 +230,7 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
             extra.setdefault((r["namespace"], workload, res, count), {"running": [], "pending": []})["running"].append(r)
     new_demand = [dict(d) for d in demand]
     changes = []
-    per_item = {}
+    per_item: Dict[Any, Any] = {}
     for p in pending:
         if p["item"] is not None:
             per_item[p["item"]] = per_item.get(p["item"], 0) + 1
@@ -277,7 +280,7 @@ def pending_demand(pods, demand=None, nodes=None, now=None, min_pending_s=0, sha
             p["reason"] = reason
             p["item"] = (ns, name)
 
-    resources = {}
+    resources: Dict[str, Any] = {}
     for p in pending:
         for res, count in p["resources"].items():
             r = resources.setdefault(res, {"pending_pods": 0, "requested": 0, "offered": offer.get(res, 0)})

@@ -16,6 +16,7 @@ the GPUs of a deferred node keep their layout, so its MIG instances and the pods
 """
 
 from __future__ import annotations
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -51,7 +52,7 @@ def _counts(pod):
     return not any(o.get("kind") == "DaemonSet" for o in owners)
 
 
-def changed_nodes(plan):
+def changed_nodes(plan: Any) -> Dict[str, str]:
     """Nodes whose MIG layout the plan changes: ``{node: mig_config}``."""
     p = plan.get("plan") if isinstance(plan, dict) and isinstance(plan.get("plan"), dict) else plan
     if not isinstance(p, dict) or not isinstance(p.get("node_configs"), list):
@@ -59,12 +60,12 @@ def changed_nodes(plan):
     return dict((n["node"], n["mig_config"]) for n in p["node_configs"] if n.get("mig_config") and n.get("mig_config_changed"))
 
 
-def rollout_guard(plan, pods, pdbs=None):
+def rollout_guard(plan: Any, pods: Any, pdbs: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     """``{roll, deferred, changed}``: the changed nodes that can be drained now, and the others with the reason."""
     changed = changed_nodes(plan)
     if not isinstance(pods, list):
         raise GpuOpsError("pods must be a list of Pod resources (k8s_info), got %s" % type(pods).__name__)
-    by_node = {}
+    by_node: Dict[str, List[Dict[str, Any]]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node in changed and _counts(pod):
@@ -72,7 +73,7 @@ def rollout_guard(plan, pods, pdbs=None):
     roll, deferred = [], []
     for node in sorted(changed):
         reasons = []
-        need = {}
+        need: Dict[Any, Any] = {}
         for pod in by_node.get(node, []):
             meta = pod.get("metadata") or {}
             ref = "%s/%s" % (meta.get("namespace"), meta.get("name"))
@@ -102,7 +103,8 @@ def rollout_guard(plan, pods, pdbs=None):
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 
-def planner_nodes(nodes, k8s_nodes=None, busy=None):
+def planner_nodes(nodes: Any, k8s_nodes: Optional[List[Dict[str, Any]]] = None,
+                  busy: Optional[Mapping[Any, int]] = None) -> List[Dict[str, Any]]:
     """The planner's node list for a re-plan: each node's ``current`` from its live ``nvidia.com/mig.config`` label
     (the inventory may be older than the last rollout) and ``busy``, its running GPU pods (on equal cost the planner
     keeps busy nodes' layouts and changes idle nodes first).
@@ -126,6 +128,6 @@ def planner_nodes(nodes, k8s_nodes=None, busy=None):
             n["current"] = live[n["name"]]
         elif n.get("current") is None:
             n["current"] = "all-disabled"
-        n["busy"] = int(busy.get(n.get("name"), 0))
+        n["busy"] = int((busy or {}).get(n.get("name"), 0))
         out.append(n)
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import slices, svg, writer
 
@@ -45,7 +46,8 @@ def _rows_for_report(result, facts_by_node):
     return rows, len(groups)
 
 
-def render(result, facts_by_node, title=None):
+def render(result: Mapping[str, Any], facts_by_node: Mapping[str, List[Dict[str, Any]]],
+           title: Optional[str] = None) -> Tuple[str, Dict[str, str]]:
     """``(markdown, {picture: svg})`` of a plan (the module's ``plan``); ``facts_by_node`` the planned GPU facts."""
     s = result["summary"]
     title = title or "GPU fleet plan"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import MIG_PREFIX
@@ -41,7 +42,7 @@ MIB_PER_GB = 1024.0
 POD_BY = "exported_namespace, exported_pod, namespace, pod"
 
 
-def queries(memory_metric, compute_metric, window_s, step_s):
+def queries(memory_metric: str, compute_metric: str, window_s: float, step_s: float) -> Dict[str, str]:
     """The PromQL gpu_rightsize sends: ``{name: query}`` (one per statistic and metric, fleet-wide)."""
     w, s = prom_duration(window_s), prom_duration(step_s)
     out = {}
@@ -140,7 +141,7 @@ def _sizing_text(item_model, memory_gb, compute, current):
     return current or "-", "%.0f %% of a %s (time-slicing)" % (min(1.0, share) * 100, item_model.key)
 
 
-def rightsize(client, params, now=None):
+def rightsize(client: Any, params: Mapping[str, Any], now: Optional[float] = None) -> Dict[str, Any]:
     """The right-sizing: ``{items, demand, changes, queries}``; ``client`` is a metrics.prometheus.Prometheus."""
     p = dict(params)
     demand = p.get("demand")
@@ -175,7 +176,7 @@ def rightsize(client, params, now=None):
     grouped = dict((name, _by_item(rows, keys, pods)) for name, rows in res.items())
 
     out_items, new_demand, changes = [], [], []
-    for it, raw in zip(items, demand):
+    for it, raw in zip(items, demand or []):
         key = (it.tenant, it.name)
         dec = decisions.get(key) or {}
         model = gpu_catalog.find_model(dec["model"]) if dec.get("model") else (models[0] if models else None)
@@ -251,7 +252,7 @@ def _observed(grouped, key, compute_metric, now):
             "samples": samples, "history_h": round(history_h, 3)}
 
 
-def load_demand_file(path):
+def load_demand_file(path: str) -> List[Dict[str, Any]]:
     """The ``demand`` list of a YAML / JSON file (a gpu_plan demand file or a previous ``demand_out``)."""
     try:
         with open(path) as f:
@@ -278,7 +279,7 @@ def _file_demand(path):
         return None
 
 
-def render_demand_file(result):
+def render_demand_file(result: Mapping[str, Any]) -> str:
     """The text of ``demand_out``: ``{demand, changes}`` as YAML (JSON where PyYAML is missing)."""
     doc = {"demand": result["demand"], "changes": result["changes"]}
     try:
@@ -290,7 +291,8 @@ def render_demand_file(result):
         return json.dumps(doc, indent=2) + "\n"
 
 
-def run(params, check_mode=False, diff=False, client=None):
+def run(params: Mapping[str, Any], check_mode: bool = False, diff: bool = False,
+        client: Any = None) -> Dict[str, Any]:
     """gpu_rightsize: read, compute, then (unless check mode) write ``demand_out`` when its content changes."""
     import os
     from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import prometheus as prom

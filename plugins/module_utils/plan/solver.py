@@ -26,21 +26,20 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import Gp
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import heuristic, milp, outputs, packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (Item, Node, PlanRequest, PlanResult,
-                                                                        fleet_models)
+                                                                        Prices, fleet_models)
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
 
-# per item index: the option per model key (the models that can serve it), and why each other model cannot
-ItemOptions = Dict[int, "OrderedDict[str, opt.Option]"]
-ItemReasons = Dict[int, "OrderedDict[str, str]"]
+# per item index: why each model that cannot serve it cannot
+ItemReasons = Dict[int, Dict[str, str]]
 
 EXACT_MAX_GPUS = 256
 
 
-def build_options(nodes: List[Node], items: List[Item]) -> Tuple[Dict[str, Any], ItemOptions, ItemReasons]:
+def build_options(nodes: List[Node], items: List[Item]) -> Tuple[Dict[str, Any], opt.ItemOptions, ItemReasons]:
     """``(models, options, reasons)``: the fleet's models; per item the option on each model that can serve it, and
     why each other one cannot."""
     models = fleet_models(nodes)
-    options: ItemOptions = {}
+    options: opt.ItemOptions = {}
     reasons: ItemReasons = {}
     for it in items:
         options[it.index] = OrderedDict()
@@ -59,7 +58,7 @@ def build_options(nodes: List[Node], items: List[Item]) -> Tuple[Dict[str, Any],
     return models, options, reasons
 
 
-def covering_bound(items: List[Item], options: ItemOptions, placed: Dict[int, int]) -> int:
+def covering_bound(items: List[Item], options: opt.ItemOptions, placed: Dict[int, int]) -> int:
     """GPUs at least: the compute and memory shares of the placed replicas on their cheapest models, per dimension."""
     comp = mem = 0.0
     for it in items:
@@ -106,7 +105,7 @@ def _gpu_facts(fleet: Fleet, ni: int) -> List[Dict[str, Any]]:
 def text_diagram(fleet: Fleet, limit: int = 3) -> str:
     """Slice diagrams of one node per distinct (mig config, device-plugin config), at most ``limit`` of them."""
     mig_cfg, names = outputs.mig_outputs(fleet)
-    seen = OrderedDict()
+    seen: Dict[Tuple[Optional[str], Optional[str]], List[int]] = OrderedDict()
     for ni, node in enumerate(fleet.nodes):
         if not any(fleet.assign.get((ni, gi)) for gi in range(len(node.models))):
             continue
@@ -128,9 +127,9 @@ class Solved:
 
     request: PlanRequest
     models: Dict[str, Any]
-    options: ItemOptions
+    options: opt.ItemOptions
     reasons: ItemReasons
-    prices: Dict[str, Optional[float]]
+    prices: Prices
     fleet: Fleet
     resid: Dict[int, int]
     why: Dict[int, str]
@@ -362,7 +361,7 @@ def summary(s: Solved, usage: Usage) -> Dict[str, Any]:
 def planned_gpus(fleet: Fleet, names: Dict[int, Optional[str]], limit: int = 12) -> Dict[str, List[Dict[str, Any]]]:
     """Instance facts of one node per distinct (mig config, device-plugin config) in use, at most ``limit``: what
     the report draws."""
-    first = OrderedDict()
+    first: Dict[Tuple[Optional[str], Optional[str]], int] = OrderedDict()
     for ni, node in enumerate(fleet.nodes):
         if any(fleet.assign.get((ni, gi)) for gi in range(len(node.models))):
             first.setdefault((names.get(ni), outputs.device_plugin_name(fleet, ni)), ni)

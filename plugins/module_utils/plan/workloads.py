@@ -68,7 +68,8 @@ def item_for_pod(namespace: str, pod_name: str, items: Iterable[ItemKey], labels
 def group_pods(pods: Iterable[Dict], items: Iterable[ItemKey]) -> Tuple[Dict[ItemKey, List[Dict]], List[Dict]]:
     """``({item: [pod, ...]}, [pods of no item])`` for pods given as ``{namespace, name, labels?, owner?}``."""
     keys = list(items)
-    out, other = {}, []
+    out: Dict[ItemKey, List[Dict]] = {}
+    other: List[Dict] = []
     for pod in pods:
         key = item_for_pod(pod.get("namespace", ""), pod.get("name", ""), keys, pod.get("labels"), pod.get("owner"))
         if key is None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
@@ -48,13 +48,13 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as wh
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - engine.need_numpy reports it
-    np = None
+    np = None  # type: ignore[assignment]
 
 WHOLE = whatif_mig.WHOLE
 DEFAULT_BUDGET = "5%"
 
 
-def budget_gpus(value, total_gpus):
+def budget_gpus(value: Any, total_gpus: int) -> int:
     """``replan_budget`` -> GPUs per re-plan: an integer >= 0, or ``"N%"`` of the cluster's GPUs (0 < N <= 100,
     rounded down, at least 1)."""
     if isinstance(value, bool):
@@ -78,7 +78,7 @@ def budget_gpus(value, total_gpus):
                       "in (0, 100] (e.g. '5%%'), not %r" % (value,), valid="integer >= 0 or 'N%' with 0 < N <= 100")
 
 
-def usable_kinds(table, shape):
+def usable_kinds(table: whatif_mig.UnitTable, shape: gpu_catalog.GpuModel) -> List[int]:
     """Unit kinds (registered in ``table``) of every profile the planner hands out on ``shape``, whole GPU first."""
     out = [WHOLE]
     for p in opt.usable_profiles(shape):
@@ -88,7 +88,7 @@ def usable_kinds(table, shape):
     return out
 
 
-def layout_of(units, table):
+def layout_of(units: List[int], table: whatif_mig.UnitTable) -> Union[None, str, Dict[str, int]]:
     """A GPU's unit list -> the planner's ``current`` (``all-disabled``, ``{profile: count}``)."""
     if not units:
         return None
@@ -96,7 +96,7 @@ def layout_of(units, table):
         return "all-disabled"
     if WHOLE in units:
         return None
-    out = {}
+    out: Dict[str, int] = {}
     for u in units:
         out[table.kinds[u].profile] = out.get(table.kinds[u].profile, 0) + 1
     return out
@@ -106,8 +106,9 @@ class Replanner(object):
     """Re-plans for one DepartureReplay on a SliceReplay ``engine``. ``shapes``: per model index of the
     cluster, the catalog model whose MIG geometry it has."""
 
-    def __init__(self, engine, cluster, table, shapes, every_h=6.0, min_interval_h=0.5, budget=1, reconfigure_s=120.0,
-                 clock=time.perf_counter):
+    def __init__(self, engine: Any, cluster: Any, table: whatif_mig.UnitTable, shapes: List[gpu_catalog.GpuModel],
+                 every_h: float = 6.0, min_interval_h: float = 0.5, budget: int = 1, reconfigure_s: float = 120.0,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.e = engine
         self.c = cluster
         self.table = table
@@ -118,35 +119,35 @@ class Replanner(object):
         self.reconfigure_s = float(reconfigure_s)
         self.clock = clock
         self.kinds = [usable_kinds(table, s) for s in shapes]
-        self.last = None
-        self.recent = deque()
-        self.inflight = {}
+        self.last: Optional[float] = None
+        self.recent: Deque[Tuple[float, int]] = deque()
+        self.inflight: Dict[int, Tuple[int, int, List[int]]] = {}
         self.next_id = 0
         self.replans = 0
         self.planner_calls = 0
         self.planner_seconds = 0.0
-        self.log = []  # (seconds, GPUs whose layout changed)
-        self.dr = None
-        self._kind_cache = {}
-        self._unit_cache = {}
+        self.log: List[Tuple[float, int]] = []  # (seconds, GPUs whose layout changed)
+        self.dr: Any = None
+        self._kind_cache: Dict[Tuple[int, int], int] = {}
+        self._unit_cache: Dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ hooks of DepartureReplay
-    def attach(self, dr):
+    def attach(self, dr: Any) -> None:
         self.dr = dr
 
-    def note_arrival(self, t, k):
+    def note_arrival(self, t: float, k: int) -> None:
         if self.e.arrivals[k][2]:
             self.recent.append((t, k))
 
-    def next_allowed(self, t):
+    def next_allowed(self, t: float) -> float:
         return t if self.last is None else max(t, self.last + self.min_s)
 
-    def wanted(self, t, tick, pending):
+    def wanted(self, t: float, tick: bool, pending: Any) -> bool:
         if tick:
             return True
         return pending and (self.last is None or t >= self.last + self.min_s)
 
-    def finish(self, cid):
+    def finish(self, cid: int) -> None:
         node, gi, units = self.inflight.pop(cid)
         self.e.set_gpu_units(node, gi, units)
 
@@ -185,7 +186,7 @@ class Replanner(object):
         return groups
 
     # ------------------------------------------------------------------ one re-plan
-    def replan(self, t):
+    def replan(self, t: float) -> bool:
         """Re-plan at ``t``; returns True when a GPU got new units at once (``reconfigure_s`` 0)."""
         self.replans += 1
         self.last = t
@@ -260,7 +261,7 @@ class Replanner(object):
         """The planner's demand for a deficit of model ``m``: multi-GPU and whole-GPU replicas, then one item per
         MIG profile (all strict, tenant ``whatif``)."""
         shape = self.shapes[m]
-        rows = []
+        rows: List[Tuple[str, int, float, Optional[float], str, int]] = []
         whole = deficit.get(WHOLE, 0)
         cap = float(opt.capacity_gb(shape))
         for n, count in sorted(multi.items()):
