@@ -198,12 +198,12 @@ def main():
     written = None
     diffs = []
     try:
-        planned = solver.plan(parse_request(p))
-        result = planned.as_dict()
+        plan = solver.plan(parse_request(p))
+        result = plan.as_dict()
         if module._diff:
             diffs.append(nodes_diff(p["nodes"], result))
         if p["report"]:
-            markdown, pictures = report.render(result, planned.planned_gpus, p["report_title"])
+            markdown, pictures = report.render(result, plan.planned_gpus, p["report_title"])
             written, report_diff = writer.write_report_diff(p["report"], markdown, pictures, check_mode=module.check_mode,
                                                             diff=module._diff, default_name=report.DEFAULT_NAME)
             if report_diff:
