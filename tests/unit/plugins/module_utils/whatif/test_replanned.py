@@ -118,3 +118,15 @@ def test_replanned_is_a_sharing_mode():
     planned, re = out["runs"][0]["summary"], out["runs"][1]["summary"]
     assert planned["pods_never_placed"] == 1  # 7 x 1g has no slice for a 400-milli pod
     assert re["pods_never_placed"] == 0 and re["reconfigured_gpus"] == 1  # re-planned from the same plan
+
+
+def test_a_planner_refusal_keeps_its_details_and_cause(monkeypatch):
+    def refuse(request):
+        assert request.options.objective == "min_gpus" and request.options.solver == "heuristic"
+        raise GpuOpsError("no way", models_without_price=["a100_80gb"])
+
+    monkeypatch.setattr(replanned.solver, "plan", refuse)
+    with pytest.raises(GpuOpsError, match=r"replanned: the planner refused the re-plan of .* GPUs: no way") as err:
+        replay([node()], [pod("a", 0, 100, milli=400)], sharing="replanned", mig_config=ALL_1G, reconfigure_s=0)
+    assert err.value.details == {"models_without_price": ["a100_80gb"]}
+    assert isinstance(err.value.__cause__, GpuOpsError) and err.value.__cause__.msg == "no way"
