@@ -27,6 +27,7 @@ import csv
 import io
 import math
 from collections import namedtuple
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
@@ -100,7 +101,7 @@ def _spec(value):
     return tuple(sorted(set(x.strip() for x in text.split("|") if x.strip())))
 
 
-def make_pod(where, row, index):
+def make_pod(where: Where, row: Mapping[str, Any], index: int) -> Pod:
     """A Pod from a mapping (a CSV row or a list item), validated."""
     name = row.get("name")
     name = str(name).strip() if name is not None and str(name).strip() else "pod-%05d" % index
@@ -128,7 +129,8 @@ def make_pod(where, row, index):
     return Pod(name, cpu, mem, num, milli, _spec(row.get("gpu_spec")), created, qos, deleted, scheduled)
 
 
-def make_node(where, name, cpu, mem, gpus, model, pods=None, labels=None):
+def make_node(where: Where, name: str, cpu: Optional[int], mem: Optional[int], gpus: int, model: Optional[str],
+              pods: Optional[int] = None, labels: Optional[Dict[str, Any]] = None) -> Node:
     if gpus > 0 and not model:
         _fail(where, "model", "a node with %d GPU(s) needs a GPU model" % gpus)
     return Node(name, cpu, mem, gpus, model if gpus > 0 else None, pods, labels or {})
@@ -176,7 +178,7 @@ def _rows(reader, header, path):
         raise GpuOpsError("%s, line %d: %s" % (path, reader.line_num, e), source=path, line=reader.line_num)
 
 
-def read_nodes_csv(path):
+def read_nodes_csv(path: str) -> List[Node]:
     """Nodes of an openb node list (``sn, cpu_milli, memory_mib, gpu, model``)."""
     reader, header = _open_csv(path, "nodes")
     _check_columns(path, header, NODE_COLUMNS, aliases={"sn": ("name",)})
@@ -205,11 +207,11 @@ def read_nodes_csv(path):
     return nodes
 
 
-def read_pods_csv(path):
+def read_pods_csv(path: str) -> List[Pod]:
     """Pods of an openb pod list, in file order (``creation_time`` kept for ordering)."""
     reader, header = _open_csv(path, "pods")
     _check_columns(path, header, POD_COLUMNS)
-    pods = []
+    pods: List[Pod] = []
     for line, row in _rows(reader, header, path):
         pods.append(make_pod(Where(path, line, header=header), row, len(pods)))
     if not pods:
@@ -217,7 +219,7 @@ def read_pods_csv(path):
     return pods
 
 
-def pods_from_list(items, source="pods"):
+def pods_from_list(items: Any, source: str = "pods") -> List[Pod]:
     if not isinstance(items, list) or not items:
         raise GpuOpsError("%s must be a non-empty list of pods ({cpu_milli, memory_mib, num_gpu, gpu_milli, ...})" % source)
     pods = []
@@ -274,7 +276,7 @@ def _node_model(where, gpus_item):
     return (models[0] if models else None), count
 
 
-def nodes_from_list(items, source="nodes"):
+def nodes_from_list(items: Any, source: str = "nodes") -> List[Node]:
     """Nodes of gpu_plan's node list or of gpu_nodes inventory host vars."""
     if not isinstance(items, list) or not items:
         raise GpuOpsError("%s must be a non-empty list of nodes ({name, gpus: [{model, count}], cpu_milli, memory_mib})"

@@ -46,19 +46,24 @@ Requires numpy (controller side only).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
-from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import nonzero_cpu
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import Arrival, nonzero_cpu
 
 try:
     import numpy as np
 
     HAS_NUMPY = True
 except ImportError:  # pragma: no cover - exercised by the sanity import test
-    np = None
+    np = None  # type: ignore[assignment]
     HAS_NUMPY = False
+
+if TYPE_CHECKING:
+    import random
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.data import Node
 
 MILLI = 1000
 MAX_SPEC_CPU = 128000.0  # artefact normalisers (open-gpu-share utils const.go)
@@ -69,7 +74,7 @@ SCALE = 840  # unit model: milli x 840 keeps every MIG share (1/7, 1/4, 1/8 ...)
 SCORINGS = ("random", "best-fit", "packing", "dot-product", "fgd", "kube-default", "clustering")
 
 
-def need_numpy():
+def need_numpy() -> None:
     if not HAS_NUMPY:
         raise GpuOpsError("the what-if engine needs numpy on the controller (pip install numpy)", missing_lib="numpy")
 
@@ -77,7 +82,7 @@ def need_numpy():
 class Cluster(object):
     """Static description of the nodes, as arrays. ``nodes``: data.Node list."""
 
-    def __init__(self, nodes):
+    def __init__(self, nodes: Iterable[Node]) -> None:
         need_numpy()
         self.nodes = list(nodes)
         n = len(self.nodes)
@@ -96,7 +101,7 @@ class Cluster(object):
         self.limited_cpu = all(x.cpu_milli is not None for x in self.nodes)
         self.limited_mem = all(x.memory_mib is not None for x in self.nodes)
 
-    def spec_mask(self, spec):
+    def spec_mask(self, spec: Sequence[str]) -> np.ndarray:
         """Nodes with GPUs of a model in ``spec`` (empty: any GPU node)."""
         if not spec:
             return self.ngpu > 0
@@ -110,7 +115,7 @@ class Cluster(object):
 class Events(object):
     """What the replay records after each arrival."""
 
-    def __init__(self, size):
+    def __init__(self, size: int) -> None:
         self.arrived = np.zeros(size, dtype=np.float64)  # cumulative requested GPU milli
         self.allocated = np.zeros(size, dtype=np.float64)  # GPU milli bound to pods
         self.served = np.zeros(size, dtype=np.float64)  # requested GPU milli of the pods placed
@@ -127,7 +132,8 @@ class _Replay(object):
     and ``request_milli`` the trace's own request (for the arrived-workload axis).
     """
 
-    def __init__(self, cluster, arrivals, scoring, rng, percentage_of_nodes_to_score=None, tie_break=None):
+    def __init__(self, cluster: Cluster, arrivals: Sequence[Arrival], scoring: str, rng: random.Random,
+                 percentage_of_nodes_to_score: Optional[int] = None, tie_break: Optional[str] = None) -> None:
         if scoring not in SCORINGS:
             raise GpuOpsError("scoring must be one of %s, not %r" % (", ".join(SCORINGS), scoring))
         self.c = cluster
@@ -146,12 +152,12 @@ class _Replay(object):
         self.next_start = 0
         self.pct_score = percentage_of_nodes_to_score
         # clustering: pods per GPU kind on each node
-        self.kinds = {}
+        self.kinds: Dict[str, int] = {}
         self.aff = np.zeros((n, 8), dtype=np.int64)
         self.version = np.zeros(n, dtype=np.int64)
-        self.cache = {}
-        self._spec_masks = {}
-        self.failed = []
+        self.cache: Dict[Any, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._spec_masks: Dict[Tuple[str, ...], np.ndarray] = {}
+        self.failed: List[int] = []
         # ties: "rank" = a fixed, seeded random priority of the nodes (the artefact's scheduler fork
         # picks the smallest node name among equal scores, and names start with a random permutation
         # index); "random" = uniformly at random per pod (kube-scheduler's own selection).
@@ -163,6 +169,14 @@ class _Replay(object):
         perm = list(range(n))
         rng.shuffle(perm)
         self.rank = np.array(perm, dtype=np.int64)
+
+    if TYPE_CHECKING:  # given by MilliReplay and SliceReplay
+        frag: Any  # frag.NodeFrag or frag.SliceFrag
+        feasible: Callable[[int, int, int, int, Tuple[str, ...]], np.ndarray]  # (cpu, mem, num, milli, spec) -> node mask
+        request_milli: Callable[[int, int, np.ndarray], Union[float, np.ndarray]]  # (num, milli, idx)
+        score_packing: Callable[[np.ndarray, int, int], np.ndarray]  # (idx, num, milli)
+        score_fgd: Callable[[np.ndarray, int, int, int], Tuple[np.ndarray, np.ndarray]]  # (idx, cpu, num, milli)
+        place: Callable[[int, int, int, int, int, Any], float]  # (node, cpu, mem, num, milli, hint) -> GPU milli taken
 
     # ------------------------------------------------------------------ helpers
     def _spec(self, spec):
@@ -285,7 +299,7 @@ class _Replay(object):
         return score[idx], gpu
 
     # ------------------------------------------------------------------ replay
-    def choose(self, cpu, mem, num, milli, spec):
+    def choose(self, cpu: int, mem: int, num: int, milli: int, spec: Tuple[str, ...]) -> Tuple[int, Any]:
         """``(node, GPU hint)`` for one pod on the current state; node -1 when none fits."""
         scoring = self.scoring
         f = self.feasible(cpu, mem, num, milli, spec)
@@ -313,7 +327,7 @@ class _Replay(object):
             hint = gpus[node]
         return node, hint
 
-    def run(self, progress=None):
+    def run(self, progress: Optional[Callable[[int], Any]] = None) -> Events:
         arrivals = self.arrivals
         ev = Events(len(arrivals))
         arrived = 0.0
@@ -339,7 +353,7 @@ class _Replay(object):
         return ev
 
     # ------------------------------------------------------------------ step by step
-    def best_nodes(self, k):
+    def best_nodes(self, k: int) -> Tuple[np.ndarray, np.ndarray]:
         """For arrival ``k`` on the current state (kube-default only): ``(nodes scored, nodes of the best
         score)`` as index arrays; both empty when no node fits. Lets another scheduler's choice be
         checked against the model one pod at a time (tests/e2e/test_whatif_scheduler.py)."""
@@ -352,7 +366,7 @@ class _Replay(object):
         scores = self._score_kube(idx, cpu, mem)
         return idx, idx[scores == scores.max()]
 
-    def commit(self, k, node):
+    def commit(self, k: int, node: int) -> float:
         """Place arrival ``k`` on ``node`` (another scheduler's choice) as :meth:`run` would."""
         cpu, mem, num, milli, dummy_req, dummy_spec = self.arrivals[k]
         return self.place(node, cpu, mem, num, milli, None)
@@ -385,7 +399,8 @@ class MilliReplay(_Replay):
     ``typical``: frag.Typical for the fragmentation measure (same sharing transformation).
     """
 
-    def __init__(self, cluster, arrivals, scoring, typical, rng, percentage_of_nodes_to_score=None, tie_break=None):
+    def __init__(self, cluster: Cluster, arrivals: Sequence[Arrival], scoring: str, typical: whatif_frag.Typical, rng: random.Random,
+                 percentage_of_nodes_to_score: Optional[int] = None, tie_break: Optional[str] = None) -> None:
         _Replay.__init__(self, cluster, arrivals, scoring, rng, percentage_of_nodes_to_score, tie_break)
         g = cluster.g
         self.typ = typical
@@ -396,13 +411,13 @@ class MilliReplay(_Replay):
         self.max_left = np.where(cluster.ngpu > 0, MILLI, -1).astype(np.int64)
         self.frag = whatif_frag.NodeFrag(typical, cluster, self.gl, self.cpu_left)
 
-    def free_milli(self, idx):
+    def free_milli(self, idx: np.ndarray) -> np.ndarray:
         return self.total_left[idx]
 
-    def request_milli(self, num, milli, idx):
+    def request_milli(self, num: int, milli: int, idx: np.ndarray) -> Union[float, np.ndarray]:
         return float(num * milli)
 
-    def feasible(self, cpu, mem, num, milli, spec):
+    def feasible(self, cpu: int, mem: int, num: int, milli: int, spec: Tuple[str, ...]) -> np.ndarray:
         f = self._base_feasible(cpu, mem, num, spec)
         if num > 0:
             if num == 1 and milli < MILLI:
@@ -411,7 +426,7 @@ class MilliReplay(_Replay):
                 f &= self.full >= num
         return f
 
-    def score_packing(self, idx, num, milli):
+    def score_packing(self, idx: np.ndarray, num: int, milli: int) -> np.ndarray:
         if num == 0:
             return np.zeros(len(idx), dtype=np.int64)
         full = self.full[idx]
@@ -426,7 +441,7 @@ class MilliReplay(_Replay):
             s = np.full(len(idx), max(50 - num, 33), dtype=np.int64)
         return np.where(idle, s3, s)
 
-    def score_fgd(self, idx, cpu, num, milli):
+    def score_fgd(self, idx: np.ndarray, cpu: int, num: int, milli: int) -> Tuple[np.ndarray, np.ndarray]:
         return self._fgd_cached(idx, (cpu, num, milli), lambda stale: self.frag.fgd(
             stale, self.gl[stale], self.cpu_left[stale], cpu, num, milli))
 
@@ -442,9 +457,9 @@ class MilliReplay(_Replay):
         free = np.flatnonzero(row == MILLI)
         return [int(i) for i in free[:num]]
 
-    def place(self, node, cpu, mem, num, milli, hint):
+    def place(self, node: int, cpu: int, mem: int, num: int, milli: int, hint: Any) -> float:
         self._place_common(node, cpu, mem, num, milli)
-        self.last_gpus = []
+        self.last_gpus: List[int] = []
         if num:
             row = self.gl[node]
             self.last_gpus = self._gpus_for(node, num, milli, hint)
@@ -461,7 +476,7 @@ class MilliReplay(_Replay):
         self.full[node] = int((valid == MILLI).sum())
         self.max_left[node] = int(valid.max()) if len(valid) else -1
 
-    def unplace(self, node, cpu, mem, num, milli, gpus):
+    def unplace(self, node: int, cpu: int, mem: int, num: int, milli: int, gpus: List[int]) -> float:
         """A pod placed with ``gpus`` (``last_gpus`` after its :meth:`place`) leaves."""
         self._unplace_common(node, cpu, mem, num, milli)
         if num:
@@ -472,7 +487,7 @@ class MilliReplay(_Replay):
         self.frag.update(node, self.gl[node], self.cpu_left[node])
         return float(num * milli)
 
-    def held_gpus(self):
+    def held_gpus(self) -> int:
         """GPUs with at least one pod on them."""
         return int(((self.gl >= 0) & (self.gl < MILLI)).sum())
 
@@ -483,8 +498,8 @@ class SliceReplay(_Replay):
     mig.UnitTable; ``typical``: frag.SliceTypical.
     """
 
-    def __init__(self, cluster, arrivals, scoring, table, layouts, typical, rng, percentage_of_nodes_to_score=None,
-                 tie_break=None):
+    def __init__(self, cluster: Cluster, arrivals: Sequence[Arrival], scoring: str, table: whatif_mig.UnitTable, layouts: whatif_mig.Layouts,
+                 typical: whatif_frag.Typical, rng: random.Random, percentage_of_nodes_to_score: Optional[int] = None, tie_break: Optional[str] = None) -> None:
         _Replay.__init__(self, cluster, arrivals, scoring, rng, percentage_of_nodes_to_score, tie_break)
         n, g = cluster.n, cluster.g
         self.table = table
@@ -503,19 +518,19 @@ class SliceReplay(_Replay):
         self.nf = self.fc.sum(axis=1)  # [N, K] free units per node
         self.total_left = cluster.ngpu * (MILLI * SCALE)
         # kinds present per model, and the request -> kind map per model
-        present = [set() for dummy in cluster.models]
+        present: List[Set[int]] = [set() for dummy in cluster.models]
         for i, per_gpu in enumerate(layouts):
             m = cluster.model_idx[i]
             if m >= 0:
                 for units in per_gpu:
                     present[m].update(units)
         self.present = present
-        self._kmap = {}
+        self._kmap: Dict[int, np.ndarray] = {}
         self.typ = typical
         self.frag = whatif_frag.SliceFrag(typical, cluster, table, present, self.size_s, SCALE, self.nf, self.total_left,
                                           self.cpu_left)
 
-    def kind_nodes(self, milli):
+    def kind_nodes(self, milli: int) -> np.ndarray:
         """Unit kind per node for a per-GPU request of ``milli`` (-1 on nodes without GPUs)."""
         q = self._kmap.get(milli)
         if q is None:
@@ -525,23 +540,23 @@ class SliceReplay(_Replay):
             self._kmap[milli] = q
         return q
 
-    def free_milli(self, idx):
+    def free_milli(self, idx: np.ndarray) -> np.ndarray:
         return self.total_left[idx] / float(SCALE)
 
-    def request_milli(self, num, milli, idx):
+    def request_milli(self, num: int, milli: int, idx: np.ndarray) -> Union[float, np.ndarray]:
         if num == 0:
             return 0.0
         q = self.kind_nodes(milli)[idx]
         return self.size_s[np.maximum(q, 0)] * num / float(SCALE)
 
-    def feasible(self, cpu, mem, num, milli, spec):
+    def feasible(self, cpu: int, mem: int, num: int, milli: int, spec: Tuple[str, ...]) -> np.ndarray:
         f = self._base_feasible(cpu, mem, num, spec)
         if num > 0:
             q = self.kind_nodes(milli)
             f &= (q >= 0) & (self.nf[np.arange(self.c.n), np.maximum(q, 0)] >= num)
         return f
 
-    def score_packing(self, idx, num, milli):
+    def score_packing(self, idx: np.ndarray, num: int, milli: int) -> np.ndarray:
         if num == 0:
             return np.zeros(len(idx), dtype=np.int64)
         used = self.used[idx]
@@ -563,7 +578,7 @@ class SliceReplay(_Replay):
             s = np.full(len(idx), max(50 - num, 33), dtype=np.int64)
         return np.where(idle, s3, s)
 
-    def score_fgd(self, idx, cpu, num, milli):
+    def score_fgd(self, idx: np.ndarray, cpu: int, num: int, milli: int) -> Tuple[np.ndarray, np.ndarray]:
         q = self.kind_nodes(milli) if num else None
 
         def compute(stale):
@@ -595,10 +610,10 @@ class SliceReplay(_Replay):
         out = out[:num]
         return out
 
-    def place(self, node, cpu, mem, num, milli, hint):
+    def place(self, node: int, cpu: int, mem: int, num: int, milli: int, hint: Any) -> float:
         self._place_common(node, cpu, mem, num, milli)
         got = 0.0
-        self.last_gpus = (None, [])
+        self.last_gpus: whatif_mig.UnitGpus = (None, [])
         if num:
             q = int(self.kind_nodes(milli)[node])
             size = int(self.size_s[q])
@@ -614,7 +629,7 @@ class SliceReplay(_Replay):
         self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
         return got
 
-    def unplace(self, node, cpu, mem, num, milli, gpus):
+    def unplace(self, node: int, cpu: int, mem: int, num: int, milli: int, gpus: whatif_mig.UnitGpus) -> float:
         """A pod placed on ``gpus`` (``last_gpus`` after its :meth:`place`: unit kind, GPU per unit) leaves."""
         self._unplace_common(node, cpu, mem, num, milli)
         got = 0.0
@@ -631,21 +646,21 @@ class SliceReplay(_Replay):
         self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
         return got
 
-    def held_gpus(self):
+    def held_gpus(self) -> int:
         """GPUs with at least one pod on them (or being reconfigured: see set_gpu_units)."""
         return int(self.used.sum())
 
-    def gpu_empty(self, node, gi):
+    def gpu_empty(self, node: int, gi: int) -> bool:
         return not self.used[node, gi]
 
-    def gpu_units(self, node, gi):
+    def gpu_units(self, node: int, gi: int) -> List[int]:
         """The unit kinds of one GPU now (free ones: the GPU must be empty to be meaningful)."""
         out = []
         for u in np.flatnonzero(self.fc[node, gi]):
             out.extend([int(u)] * int(self.fc[node, gi, u]))
         return out
 
-    def set_gpu_units(self, node, gi, units):
+    def set_gpu_units(self, node: int, gi: int, units: Optional[Iterable[int]]) -> None:
         """Replace the units of an empty GPU (``units`` None: the GPU is taken away while it is being
         reconfigured - no units, counted as used and fully allocated)."""
         if self.used[node, gi] and not self.reconf[node, gi]:
@@ -671,7 +686,7 @@ class SliceReplay(_Replay):
         self.version[node] += 1
         self.frag.update(node, self.nf[node], self.total_left[node], self.cpu_left[node])
 
-    def use_kinds(self, present):
+    def use_kinds(self, present: Iterable[Iterable[int]]) -> None:
         """Pods ask for units among ``present[model]`` (kind indices; replanned: every profile of the
         model's shape), whatever the layouts hold now; the fragmentation measure follows."""
         self.present = [set(x) for x in present]
@@ -681,5 +696,5 @@ class SliceReplay(_Replay):
                                           self.total_left, self.cpu_left)
 
 
-def isclose(a, b):
+def isclose(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=0, abs_tol=1e-9)

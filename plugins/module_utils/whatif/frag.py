@@ -23,12 +23,19 @@ Requires numpy.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import nonzero_cpu
 
 try:
     import numpy as np
 except ImportError:  # pragma: no cover
-    np = None
+    np = None  # type: ignore[assignment]
+
+# ``cluster`` arguments are engine.Cluster objects (typed Any: engine imports this module).
+if TYPE_CHECKING:
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.mig import UnitTable
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.workload import Shape
 
 MILLI = 1000
 
@@ -36,7 +43,7 @@ MILLI = 1000
 class Typical(object):
     """Typical pods, from ``workload.typical_pods``: ``[((cpu, milli, num, spec), count)]``."""
 
-    def __init__(self, items, models):
+    def __init__(self, items: Iterable[Tuple[Shape, int]], models: Sequence[str]) -> None:
         self.items = list(items)
         self.denominator = float(sum(n for shape, n in self.items)) or 1.0
         gpu = [(s, n) for s, n in self.items if s[2] > 0 and s[1] > 0]
@@ -59,7 +66,7 @@ class Typical(object):
         self.acc = acc
         self.ntypes = len(gpu)
 
-    def describe(self):
+    def describe(self) -> List[Dict[str, Any]]:
         out = []
         for (cpu, milli, num, spec), n in self.items:
             out.append({"cpu_milli": cpu, "gpu_milli": milli, "num_gpu": num, "gpu_spec": "|".join(spec),
@@ -70,7 +77,7 @@ class Typical(object):
 class NodeFrag(object):
     """Fragmentation of every node, kept up to date, and FGD's what-if scores."""
 
-    def __init__(self, typical, cluster, gl, cpu_left):
+    def __init__(self, typical: Typical, cluster: Any, gl: np.ndarray, cpu_left: np.ndarray) -> None:
         self.t = typical
         self.model_row = cluster.model_idx + 1
         self.fd = self._fd(np.arange(cluster.n), gl, cpu_left)
@@ -101,18 +108,19 @@ class NodeFrag(object):
         w = self._w(s, c, np.asarray(cpu_left), self.model_row[nodes])
         return left * self.t.denominator - w
 
-    def update(self, node, row, cpu_left):
+    def update(self, node: int, row: np.ndarray, cpu_left: int) -> None:
         new = float(self._fd(np.array([node]), row[None, :], np.array([cpu_left]))[0])
         self.total_fd += new - self.fd[node]
         self.fd[node] = new
 
-    def total(self):
+    def total(self) -> float:
         return self.total_fd / self.t.denominator
 
-    def node_milli(self):
+    def node_milli(self) -> np.ndarray:
         return self.fd / self.t.denominator
 
-    def fgd(self, nodes, gl, cpu_left, cpu, num, milli):
+    def fgd(self, nodes: np.ndarray, gl: np.ndarray, cpu_left: np.ndarray, cpu: int, num: int,
+            milli: int) -> Tuple[np.ndarray, np.ndarray]:
         """FGD scores of placing a pod (cpu, num, milli) on ``nodes`` (GPU rows ``gl``).
 
         Returns ``(scores, gpu)``: the integer score per node and, for a sharing pod, the GPU
@@ -153,7 +161,8 @@ class SliceFrag(object):
     for it; then the free capacity of those units is not fragmented for t, all other idle capacity
     (other kinds, slices no instance covers) is. Values are scaled milli (x ``scale``)."""
 
-    def __init__(self, typical, cluster, table, present, size_s, scale, nf, total_left, cpu_left):
+    def __init__(self, typical: Typical, cluster: Any, table: UnitTable, present: Sequence[Set[int]], size_s: np.ndarray,
+                 scale: int, nf: np.ndarray, total_left: np.ndarray, cpu_left: np.ndarray) -> None:
         from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 
         self.t = typical
@@ -183,18 +192,19 @@ class SliceFrag(object):
         w = np.where(fits, st, 0.0) @ t.t_cnt
         return left * t.denominator - w
 
-    def update(self, node, nf_row, left, cpu_left):
+    def update(self, node: int, nf_row: np.ndarray, left: int, cpu_left: int) -> None:
         new = float(self._fd(np.array([node]), nf_row[None, :], np.array([left]), np.array([cpu_left]))[0])
         self.total_fd += new - self.fd[node]
         self.fd[node] = new
 
-    def total(self):
+    def total(self) -> float:
         return self.total_fd / (self.t.denominator * self.scale)
 
-    def node_milli(self):
+    def node_milli(self) -> np.ndarray:
         return self.fd / (self.t.denominator * self.scale)
 
-    def fgd(self, nodes, nf, left, cpu_left, cpu, num, q):
+    def fgd(self, nodes: np.ndarray, nf: np.ndarray, left: np.ndarray, cpu_left: np.ndarray, cpu: int, num: int,
+            q: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
         """FGD scores of taking ``num`` units of kind ``q`` (per node) and ``cpu`` on ``nodes``."""
         old = self.fd[nodes]
         new_nf = np.array(nf, copy=True)

@@ -23,17 +23,22 @@ Requires numpy.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
+
 try:
     import numpy as np
 except ImportError:  # pragma: no cover
-    np = None
+    np = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import Events
 
 
 def _round_half_even(values, digits=0):
     return np.round(values, digits)  # numpy rounds half to even, as Python's round does
 
 
-def curve(events, capacity_milli, upto=None):
+def curve(events: Events, capacity_milli: float, upto: Optional[int] = None) -> List[Dict[str, Any]]:
     """The discrete curve: ``[{arrived_pct, allocated_pct, frag_pct, frag_ratio_pct, served_pct}]``."""
     if capacity_milli <= 0 or len(events.arrived) == 0:
         return []
@@ -65,7 +70,7 @@ def curve(events, capacity_milli, upto=None):
     return out
 
 
-def at(curve_points, x, key="allocated_pct"):
+def at(curve_points: Sequence[Mapping[str, Any]], x: int, key: str = "allocated_pct") -> Optional[float]:
     """The value of ``key`` at arrived_pct ``x`` (None when the curve does not reach it)."""
     for p in curve_points:
         if p["arrived_pct"] == x:
@@ -73,7 +78,7 @@ def at(curve_points, x, key="allocated_pct"):
     return None
 
 
-def index_at(events, capacity_milli, pct):
+def index_at(events: Events, capacity_milli: float, pct: float) -> int:
     """Index of the last event whose arrived workload is at most ``pct`` % (rounded as the curve)."""
     arr = _round_half_even(events.arrived / float(capacity_milli) * 100.0).astype(np.int64)
     i = int(np.searchsorted(arr, pct, side="right")) - 1

@@ -34,6 +34,7 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
@@ -47,10 +48,18 @@ DEFAULT_SHAPE = "a100_80gb"
 WHOLE = 0  # unit kind index of a whole GPU
 
 # A unit kind: shape (catalog key) and GI profile name; whole GPU: (None, "gpu").
+if TYPE_CHECKING:
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.data import Node
+
+# Per node, per GPU, the unit kinds (indices into UnitTable.kinds) the GPU gives.
+Layouts = List[List[List[int]]]
+# Where a pod's units are (SliceReplay.last_gpus): (unit kind, or None for a pod without GPUs; GPU index per unit).
+UnitGpus = Tuple[Optional[int], List[int]]
+
 UnitKind = namedtuple("UnitKind", ["shape", "profile", "compute_slices", "memory_slices", "compute_frac", "memory_frac", "size_milli"])
 
 
-def shape_of(model, mig_shape=DEFAULT_SHAPE):
+def shape_of(model: Optional[str], mig_shape: str = DEFAULT_SHAPE) -> gpu_catalog.GpuModel:
     """The catalog model whose MIG geometry ``model``'s GPUs get."""
     known = trace_models.catalog_model(model) if model else None
     if known is not None and known.profiles:
@@ -66,11 +75,11 @@ def shape_of(model, mig_shape=DEFAULT_SHAPE):
 class UnitTable(object):
     """The unit kinds of a replay; index 0 is the whole GPU."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.kinds = [UnitKind(None, "gpu", 0, 0, 1.0, 1.0, float(MILLI))]
-        self._index = {(None, "gpu"): WHOLE}
+        self._index: Dict[Tuple[Optional[str], str], int] = {(None, "gpu"): WHOLE}
 
-    def kind(self, shape, profile):
+    def kind(self, shape: gpu_catalog.GpuModel, profile: gpu_catalog.GiProfile) -> int:
         key = (shape.key, profile.name)
         if profile.compute_slices >= shape.compute_slices:
             return WHOLE
@@ -83,12 +92,12 @@ class UnitTable(object):
             self._index[key] = i
         return i
 
-    def name(self, i):
+    def name(self, i: int) -> str:
         k = self.kinds[i]
         return k.profile if k.shape is None else k.profile
 
 
-def load_mig_config(value):
+def load_mig_config(value: Any) -> Tuple[Dict[Any, Any], Callable[..., Where]]:
     """``(mapping, where_of)``: the mig_config mapping and a function key -> Where."""
     if isinstance(value, str):
         data, marks = mig_config.load_config_text(mig_config.read_config_text(value, "the MIG config file"), value, marks=True)
@@ -143,7 +152,8 @@ def _gpu_layouts_for(layout, shape, ngpu, where):
                "not %r" % (layout,))
 
 
-def units_of_gpu(mig_devices, shape, table, where, cache):
+def units_of_gpu(mig_devices: Optional[Mapping[str, Any]], shape: gpu_catalog.GpuModel, table: UnitTable, where: Where,
+                 cache: Dict[Any, List[int]]) -> List[int]:
     """Unit kinds of one GPU from its ``mig_devices`` (None: MIG disabled)."""
     if mig_devices is None:
         return [WHOLE]
@@ -184,7 +194,8 @@ def _node_layouts(nodes, gpu_units):
     return out
 
 
-def static_layouts(nodes, mig_config, mig_shape=DEFAULT_SHAPE, table=None):
+def static_layouts(nodes: Sequence[Node], mig_config: Any, mig_shape: str = DEFAULT_SHAPE,
+                   table: Optional[UnitTable] = None) -> Tuple[UnitTable, Layouts]:
     """``(table, per-node list of per-GPU unit lists)`` for ``sharing: mig``."""
     table = table or UnitTable()
     data, where_of = load_mig_config(mig_config)
@@ -193,7 +204,7 @@ def static_layouts(nodes, mig_config, mig_shape=DEFAULT_SHAPE, table=None):
         if key != "*" and str(key) not in models:
             where_of(key).fail("unknown model %s in mig_config; the cluster's GPU models are: %s (or * for all)"
                                % (key, ", ".join(models) or "none"), model=str(key), models=models)
-    cache = {}
+    cache: Dict[Any, List[int]] = {}
 
     def gpu_units(n):
         key = n.model if n.model in data else ("*" if "*" in data else None)
@@ -206,7 +217,8 @@ def static_layouts(nodes, mig_config, mig_shape=DEFAULT_SHAPE, table=None):
     return table, _node_layouts(nodes, gpu_units)
 
 
-def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
+def planned_layouts(nodes: Sequence[Node], plan: Any, mig_shape: str = DEFAULT_SHAPE,
+                    table: Optional[UnitTable] = None) -> Tuple[UnitTable, Layouts]:
     """``(table, per-node unit lists)`` from a gpu_plan result (or its ``plan`` part)."""
     table = table or UnitTable()
     if not isinstance(plan, dict):
@@ -232,7 +244,7 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
             where.fail("mig_config %r is not in plan.mig_parted_config; it has: %s"
                        % (item["mig_config"], ", ".join(sorted(configs))))
         chosen[name] = (item["mig_config"], where)
-    cache = {}
+    cache: Dict[Any, List[int]] = {}
 
     def gpu_units(n):
         if n.name not in chosen:
@@ -250,13 +262,13 @@ def planned_layouts(nodes, plan, mig_shape=DEFAULT_SHAPE, table=None):
     return table, _node_layouts(nodes, gpu_units)
 
 
-def exclusive_layouts(nodes, table=None):
+def exclusive_layouts(nodes: Sequence[Node], table: Optional[UnitTable] = None) -> Tuple[UnitTable, Layouts]:
     """Every GPU one whole-GPU unit (``sharing: exclusive`` on the unit model)."""
     table = table or UnitTable()
     return table, [[[WHOLE] for dummy in range(n.gpus)] for n in nodes]
 
 
-def request_kind(table, present, milli):
+def request_kind(table: UnitTable, present: Iterable[int], milli: int) -> int:
     """Unit kind a request of ``milli`` per GPU asks for, given the kinds ``present`` on a model."""
     if milli >= MILLI:
         return WHOLE

@@ -12,6 +12,7 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 import os
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import writer
@@ -48,7 +49,7 @@ def _source(value):
     return os.path.basename(str(value)) if value else None
 
 
-def render(result, title=None, prefix=""):
+def render(result: Mapping[str, Any], title: Optional[str] = None, prefix: str = "") -> Tuple[str, Dict[str, str]]:
     """``(markdown, {picture name: svg})`` of a gpu_whatif result."""
     if result.get("departures"):
         from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import report_timed
@@ -126,6 +127,6 @@ def render(result, title=None, prefix=""):
     return markdown, pictures
 
 
-def write(result, path, check_mode=False, title=None):
+def write(result: Mapping[str, Any], path: str, check_mode: bool = False, title: Optional[str] = None) -> Dict[str, Any]:
     markdown, pictures = render(result, title)
     return writer.write_report(path, markdown, pictures, check_mode=check_mode, default_name="whatif.md")

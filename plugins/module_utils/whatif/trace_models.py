@@ -14,6 +14,8 @@ replay need ``prices`` (USD per GPU-hour per model), otherwise they are reported
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 
 TRACE_MODELS = {
@@ -34,7 +36,7 @@ TRACE_MODELS = {
 }
 
 
-def catalog_model(name):
+def catalog_model(name: str) -> Optional[gpu_catalog.GpuModel]:
     """The catalog GpuModel a model name means (catalog key, NVML name, or a trace alias), or None."""
     if name in gpu_catalog.CATALOG:
         return gpu_catalog.CATALOG[name]
@@ -44,7 +46,7 @@ def catalog_model(name):
     return gpu_catalog.lookup_model(name)
 
 
-def price_of(name, overrides=None):
+def price_of(name: str, overrides: Optional[Mapping[str, Any]] = None) -> Optional[float]:
     """USD per GPU-hour of ``name``: ``overrides`` first, then the catalog; None when unknown."""
     overrides = overrides or {}
     if name in overrides:

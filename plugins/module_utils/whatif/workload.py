@@ -30,8 +30,14 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+
+if TYPE_CHECKING:
+    import random
+
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.data import Pod
 
 MILLI = 1000
 ORDERS = ("shuffle", "creation", "file")
@@ -39,12 +45,19 @@ ORDERS = ("shuffle", "creation", "file")
 # artefact's typical pods and scores use that non-zero request.
 DEFAULT_MILLI_CPU = 100
 
+# A typical pod's shape: (cpu_milli, gpu_milli, num_gpu, gpu_spec).
+Shape = Tuple[int, int, int, Tuple[str, ...]]
+# One arrival of the replay engine: (cpu_milli, memory_mib, num_gpu, gpu_milli as the GPU model reads it, the
+# trace's request_milli, gpu_spec).
+Arrival = Tuple[int, int, int, int, int, Tuple[str, ...]]
+_ShapeT = TypeVar("_ShapeT")
 
-def request_milli(pod):
+
+def request_milli(pod: Pod) -> int:
     return pod.num_gpu * pod.gpu_milli
 
 
-def ordered(pods, order, rng):
+def ordered(pods: Iterable[Pod], order: str, rng: random.Random) -> List[Pod]:
     """The pods in arrival order (``rng``: a ``random.Random``)."""
     if order == "file":
         return list(pods)
@@ -58,7 +71,8 @@ def ordered(pods, order, rng):
     raise GpuOpsError("order must be one of %s, not %r" % (", ".join(ORDERS), order))
 
 
-def inflate(sequence, pods, capacity_milli, inflation, rng):
+def inflate(sequence: Sequence[Pod], pods: Iterable[Pod], capacity_milli: float, inflation: Optional[float],
+            rng: random.Random) -> Tuple[List[Pod], int, int]:
     """Tune ``sequence`` to ``inflation`` x ``capacity_milli`` of GPU request (see module doc).
 
     ``pods`` is the trace (the population drawn from, sorted by name as the artefact does).
@@ -91,11 +105,11 @@ def inflate(sequence, pods, capacity_milli, inflation, rng):
     return out, added, removed
 
 
-def nonzero_cpu(cpu_milli):
+def nonzero_cpu(cpu_milli: int) -> int:
     return cpu_milli if cpu_milli > 0 else DEFAULT_MILLI_CPU
 
 
-def typical_pods(shapes, threshold=95):
+def typical_pods(shapes: Iterable[_ShapeT], threshold: float = 95) -> List[Tuple[_ShapeT, int]]:
     """``[(shape, count)]`` of the most frequent shapes covering ``threshold`` % of ``shapes``.
 
     ``shapes``: one hashable, orderable shape per pod, ``(cpu_milli, gpu_milli, num_gpu, spec)``.
