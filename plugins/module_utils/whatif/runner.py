@@ -63,6 +63,9 @@ DEFAULTS = {
     # the replay with departures (departures.py) and sharing replanned (replanned.py)
     "departures": False, "replan_every_h": 6.0, "replan_min_interval_h": 0.5, "replan_budget": "5%",
     "reconfigure_s": 120.0,
+    # strategies of the replay with departures (issue 33): preemption.py, autoscaler.py, baselines.py
+    "priorities": None, "autoscaler": None, "planned_percentile": 95.0, "replan_scope": "gpu",
+    "replan_drain": "requeue",
 }
 
 
@@ -162,6 +165,9 @@ def _check_departures(p):
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
 
     replanned.budget_gpus(p["replan_budget"], 100)  # the form; the GPU count comes with the cluster
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import strategies
+
+    strategies.check(p, SHARINGS)
     if "replanned" in p["sharing"] and not p["departures"]:
         raise GpuOpsError("sharing replanned needs departures: true (it re-plans as pods arrive and leave over the "
                           "trace's time); the sharings without departures are: %s"

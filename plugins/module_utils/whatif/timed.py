@@ -15,8 +15,11 @@ Requires numpy (the engines); controller side only.
 
 from __future__ import annotations
 
+import random
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
 
@@ -64,10 +67,29 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         if sharing == "replanned":
             initial_layouts(nodes_all, p, whatif_mig.UnitTable())
 
+    mapping = preemption.check_priorities(p["priorities"])
+    if mapping is not None:
+        preemption.pod_priorities(pods, mapping)  # an unknown qos fails before any replay
+
     def replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step):
+        draw = None
+        if mapping is not None:  # seeds the preemption's node offsets without taking a draw from the run's stream
+            copy = random.Random()
+            copy.setstate(rng.getstate())
+            draw = copy.random()
         eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
-        dr = departures.DepartureReplay(eng, seq, end, rp).run()
-        return dr.timeline, departures.summarise(dr)
+        pre = None
+        if mapping is not None:
+            pre = preemption.Preemptor(preemption.pod_priorities(seq, mapping), seed=draw)
+        dr = departures.DepartureReplay(eng, seq, end, rp, preemptor=pre)
+        if pre is not None:
+            pre.attach(dr)
+        dr.run()
+        summary = departures.summarise(dr)
+        if pre is not None:
+            summary["evictions"] = pre.evictions
+            summary["by_priority"] = preemption.by_priority(dr, departures.percentile)
+        return dr.timeline, summary
 
     out = {"departures": True}
     out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, departures.SUMMARY_FIELDS,

@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+"""The strategies of the replay with departures (issue 33): priority and preemption, the autoscaler, planned by
+concurrent demand, node-level re-plans. Hand-made clusters; every expected value is worked out in the comments."""
+import pytest
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures, preemption, runner, timed
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+
+PRIO = {"hi": 10, "mid": 5, "lo": 0}
+
+
+def node(name, model, gpus=2, cpu=64000, mem=262144):
+    return {"name": name, "gpus": [{"model": model, "count": gpus}], "cpu_milli": cpu, "memory_mib": mem}
+
+
+def pod(name, created, deleted, qos, num=1, spec=None, milli=1000):
+    out = {"name": name, "cpu_milli": 1000, "memory_mib": 1024, "num_gpu": num, "gpu_milli": milli,
+           "creation_time": created, "deletion_time": deleted, "qos": qos}
+    if spec:
+        out["gpu_spec"] = spec
+    return out
+
+
+def replay(nodes, pods, priorities=PRIO, sharing="exclusive", **kw):
+    p = runner.normalise({"nodes": nodes, "pods": pods, "departures": True, "inflation": 0, "order": "file",
+                          "scoring": ["best-fit"], "sharing": [sharing], "priorities": priorities, **kw})
+    nodes_all, pods_in = runner.load_inputs(p)
+    end = departures.check_times(pods_in)
+    cluster = whatif_engine.Cluster(nodes_all)
+    seq, rng, dummy_a, dummy_r = runner.arrivals_for(pods_in, cluster.total_milli, p, 42)
+    eng, rp = timed.build(cluster, nodes_all, pods_in, seq, rng, "best-fit", sharing, p)
+    pre = preemption.Preemptor(preemption.pod_priorities(seq, p["priorities"]), 1) if p["priorities"] else None
+    dr = departures.DepartureReplay(eng, seq, end, rp, preemptor=pre)
+    if pre is not None:
+        pre.attach(dr)
+    dr.run()
+    return dr, departures.summarise(dr)
+
+
+def names_on(dr, node_index):
+    return sorted(dr.seq[k].name for k, (n, dummy_g, dummy_a) in dr.where.items() if n == node_index)
+
+
+# n0 (V100M16) and n1 (V100M32), 2 GPUs each; the gpu_spec pins the first pods to a node
+TWO = [node("n0", "V100M16"), node("n1", "V100M32")]
+
+
+def test_preemption_takes_the_node_whose_highest_victim_is_lowest_and_victims_requeue():
+    # n0: a, b (lo); n1: c (mid), d (lo). P (hi, 2 GPUs, any model) at 10 fits nowhere.
+    # n0 needs victims {a, b} (highest priority 0), n1 {c, d} (highest 5): n0 wins.
+    pods = [pod("a", 0, 1000, "lo", spec="V100M16"), pod("b", 0, 1000, "lo", spec="V100M16"),
+            pod("c", 0, 1000, "mid", spec="V100M32"), pod("d", 0, 1000, "lo", spec="V100M32"),
+            pod("P", 10, 110, "hi", num=2)]
+    dr, s = replay(TWO, pods)
+    assert dr.bind[4] == 10
+    # a and b went back to pending at 10 and bound again at 110 when P left
+    assert dr.last_bind == {0: 110, 1: 110}
+    assert dr.bind[:4] == [0, 0, 0, 0]  # the first binding is what the start delay counts
+    assert dr.pre.evictions == 2 and s["pods_never_placed"] == 0
+    # served: a, b ran 10 + 890 s of their 1000; c, d and P all their time: (900 + 900 + 1000 + 1000 + 2 x 100)
+    # / (4 x 1000 + 200) GPU-seconds
+    assert s["served_pct"] == round(100.0 * 4000 / 4200, 3)
+    by = preemption.by_priority(dr, departures.percentile)
+    assert by["10"]["served_pct"] == 100.0 and by["10"]["start_delay_p95_s"] == 0.0
+    assert by["0"]["served_pct"] == round(100.0 * 2800 / 3000, 3) and by["0"]["pods_preempted"] == 2
+    assert by["5"]["pods_preempted"] == 0
+
+
+def test_preemption_prefers_fewer_victims_and_reprieves_the_earlier_started():
+    # n0: a (lo, both GPUs); n1: c, d (lo, one GPU each). P (hi, 2 GPUs): n0 costs one victim (sum of the
+    # shifted priorities 2^31), n1 two (2 x 2^31): n0, victim a.
+    # (no deletion times: the pods are still where they were at the trace's end, 10)
+    pods = [pod("a", 0, None, "lo", num=2, spec="V100M16"), pod("c", 0, None, "lo", spec="V100M32"),
+            pod("d", 1, None, "lo", spec="V100M32"), pod("P", 10, None, "hi", num=2)]
+    dr, dummy = replay(TWO, pods)
+    assert names_on(dr, 0) == ["P"] and names_on(dr, 1) == ["c", "d"]
+    # one GPU needed on a node of two lo pods: the one started later (d, at 1) is the victim, c is reprieved
+    nodes = [node("n0", "V100M16"), node("n1", "V100M32")]
+    pods = [pod("e", 0, None, "hi", num=2, spec="V100M16"), pod("c", 0, None, "lo", spec="V100M32"),
+            pod("d", 1, None, "lo", spec="V100M32"), pod("P", 10, None, "hi")]
+    dr, s = replay(nodes, pods)
+    assert names_on(dr, 1) == ["P", "c"]
+    assert list(dr.pending) == [2] and s["pods_never_placed"] == 0  # d waits (it ran 1..10: placed once)
+
+
+def test_no_preemption_without_priorities_or_among_equals():
+    pods = [pod("a", 0, 1000, "lo", num=2, spec="V100M16"), pod("c", 0, 1000, "lo", num=2, spec="V100M32"),
+            pod("P", 10, 1000, "lo", num=2)]
+    dr, dummy = replay(TWO, pods)  # same priority: P waits
+    assert dr.bind[2] is None and dr.pre.evictions == 0
+    pods[2]["qos"] = "hi"
+    dr, dummy = replay(TWO, pods, priorities=None)  # no priorities: FIFO, nothing preempted
+    assert dr.bind[2] is None and dr.pre is None
+
+
+def test_pending_queue_highest_priority_first():
+    # one GPU busy until 100; lo arrives at 1, hi at 2: hi binds at 100, lo when hi leaves (200)
+    nodes = [node("n0", "V100M16", gpus=1)]
+    pods = [pod("x", 0, 100, "hi"), pod("lo", 1, 1000, "lo"), pod("hi", 2, 200, "hi")]
+    dr, dummy = replay(nodes, pods)
+    assert dr.bind == [0, 200, 100]
+
+
+def test_unknown_qos_fails_naming_the_valid_ones():
+    pods = [pod("a", 0, 10, "BE"), pod("b", 0, 10, "Urgent")]
+    with pytest.raises(GpuOpsError) as err:
+        runner.run({"nodes": TWO, "pods": pods, "departures": True, "inflation": 0, "priorities": "default"})
+    assert "Urgent" in err.value.msg and "BE, Burstable, Guaranteed, LS" in err.value.msg
+    with pytest.raises(GpuOpsError) as err:
+        runner.normalise({"nodes": TWO, "pods": pods, "departures": True, "priorities": {"BE": "high"}})
+    assert "priorities.BE must be an integer" in err.value.msg
+    with pytest.raises(GpuOpsError) as err:
+        runner.normalise({"nodes": TWO, "pods": pods, "priorities": "default"})
+    assert "needs departures: true" in err.value.msg
+
+
+def test_priorities_through_the_runner():
+    pods = [pod("a", 0, 1000, "BE", num=2, spec="V100M16"), pod("c", 0, 1000, "LS", num=2, spec="V100M32"),
+            pod("P", 10, 110, "LS", num=2)]
+    out = runner.run({"nodes": TWO, "pods": pods, "departures": True, "inflation": 0, "order": "file",
+                      "priorities": "default", "scoring": "best-fit"})
+    s = out["summary"]
+    assert s["evictions"] == 1
+    assert s["by_priority"]["1000"]["served_pct"] == 100.0
+    # a (BE): ran 10 s, evicted, back at 110 to 1000: 900 of 1000 s, 2 GPUs
+    assert s["by_priority"]["0"]["served_pct"] == 90.0
+
+
+def test_preemption_lowest_sum_of_victim_priorities_before_latest_start():
+    # P (hi, 2 GPUs). n0: two mid pods started 3 and 4; n1: a mid started 0 and a lo. Both need 2 victims of
+    # highest priority 5; n1's sum (5 + 0) is lower than n0's (5 + 5): n1, although its mid victim started
+    # earlier (the later rule, latest start of the highest-priority victims, would take n0).
+    pods = [pod("m1", 3, None, "mid", spec="V100M16"), pod("m2", 4, None, "mid", spec="V100M16"),
+            pod("m3", 0, None, "mid", spec="V100M32"), pod("l1", 0, None, "lo", spec="V100M32"),
+            pod("P", 10, None, "hi", num=2)]
+    dr, dummy = replay(TWO, pods)
+    assert names_on(dr, 1) == ["P"] and names_on(dr, 0) == ["m1", "m2"]
+    # l1 mid too: equal sums and counts; the latest start decides - the earliest start of each node's
+    # highest-priority victims is 3 on n0 and 0 on n1 -> n0
+    pods[3]["qos"] = "mid"
+    dr, dummy = replay(TWO, pods)
+    assert names_on(dr, 0) == ["P"] and names_on(dr, 1) == ["l1", "m3"]
+    # and the other way round: n1's mid pods start at 5 and 6, after n0's 3 -> n1
+    pods[2]["creation_time"], pods[3]["creation_time"] = 5, 6
+    dr, dummy = replay(TWO, pods)
+    assert names_on(dr, 1) == ["P"] and names_on(dr, 0) == ["m1", "m2"]
