@@ -34,13 +34,14 @@ import math
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 DEP, CFG, EXP, TICK, WAKE, ARR = 0, 1, 2, 3, 4, 5  # order of the events of one instant (ARR after the rest)
+SCALE = 6  # autoscaler.py: a node Ready or an idle check (popped with the others before the instant's arrivals)
 INF = float("inf")
 MILLI = 1000.0
 MAX_POINTS = 600  # timeline samples per run
 SUMMARY_FIELDS = ("gpu_hours_held", "gpu_hours_allocated", "gpu_hours_requested", "gpu_hours_served", "served_pct",
                   "pods_never_placed", "pods_deleted_pending", "pods_waited", "pending_median_s", "pending_p95_s",
                   "pending_waited_median_s", "pending_waited_p95_s", "held_gpus_mean", "held_gpus_peak",
-                  "reconfigured_gpus", "reconfigured_gpus_per_day", "replans", "planner_seconds")
+                  "reconfigured_gpus", "reconfigured_gpus_per_day", "replans", "planner_seconds", "gpu_hours_provisioned")
 
 
 def check_times(pods):
@@ -90,7 +91,7 @@ class DepartureReplay(object):
         self.heap = []
         self.allocated = 0.0
         self.counter = 0
-        self.integral = {"held": 0.0, "allocated": 0.0, "reconf": 0.0}
+        self.integral = {"held": 0.0, "allocated": 0.0, "reconf": 0.0, "provisioned": 0.0}
         self.last = self.start
         self.next_sample = self.start
         self.timeline = []
@@ -105,6 +106,7 @@ class DepartureReplay(object):
         self.evicted_run = {}  # k -> seconds run before its evictions
         self.last_bind = {}  # k -> time of its latest binding after an eviction (None: pending again)
         self.evicted_now = []
+        self.provisioned = engine.c.total_gpus  # GPUs provisioned now (the autoscaler changes it)
 
     # ------------------------------------------------------------------ events
     def push(self, t, typ, payload):
@@ -209,11 +211,12 @@ class DepartureReplay(object):
             self.integral["held"] += self.held * dt
             self.integral["allocated"] += self.allocated / MILLI * dt
             self.integral["reconf"] += self.reconf * dt
+            self.integral["provisioned"] += self.provisioned * dt
         while self.next_sample < t and self.next_sample <= self.end:
             self.timeline.append({"hour": round((self.next_sample - self.start) / 3600.0, 3), "held_gpus": self.held,
                                   "allocated_gpus": round(self.allocated / MILLI, 3), "pending_pods": len(self.pending),
                                   "running_pods": len(self.where), "reconfiguring_gpus": self.reconf,
-                                  "reconfigured_gpus": self.reconfigured})
+                                  "reconfigured_gpus": self.reconfigured, "provisioned_gpus": self.provisioned})
             self.next_sample += self.step
         self.last = max(self.last, t)
 
@@ -255,6 +258,8 @@ class DepartureReplay(object):
                     tick = True
                 elif typ == WAKE:
                     wake = True
+                elif typ == SCALE:
+                    freed = self.asc.event(k, t) or freed
                 else:
                     arrivals.append(k)
             if freed and self.pending:
@@ -272,6 +277,8 @@ class DepartureReplay(object):
                         self.push(d, EXP, k)
             if self.pre is not None and self.flush():
                 self._retry(t)
+            if self.asc is not None and self.pending:
+                self.asc.scale_up(t, self.pending if self.pre is None else self.pre.order(self.pending))
             if self.rp is not None:
                 if tick:
                     self.push(t + self.rp.every_s, TICK, None)
@@ -326,6 +333,7 @@ def summarise(dr):
         "held_gpus_mean": round(dr.integral["held"] / span, 2),
         "held_gpus_peak": dr.held_peak,
         "gpu_hours_reconfiguring": round(dr.integral["reconf"] / 3600.0, 2),
+        "gpu_hours_provisioned": round(dr.integral["provisioned"] / 3600.0, 2),
         "reconfigured_gpus": dr.reconfigured,
         "reconfigured_gpus_per_day": round(dr.reconfigured / days, 2) if days > 0 else 0.0,
         "replans": rp.replans if rp is not None else 0,

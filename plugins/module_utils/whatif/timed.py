@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
@@ -60,6 +61,8 @@ def build(cluster, nodes, pods, seq, rng, scoring, sharing, p):
 
 
 def run(p, nodes_all, pods, t0, t_load, progress, clock):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+
     end = departures.check_times(pods)
     for sharing in p["sharing"]:
         if sharing in ("mig", "planned"):
@@ -72,27 +75,41 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         preemption.pod_priorities(pods, mapping)  # an unknown qos fails before any replay
 
     def replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step):
-        draw = None
-        if mapping is not None:  # seeds the preemption's node offsets without taking a draw from the run's stream
-            copy = random.Random()
-            copy.setstate(rng.getstate())
-            draw = copy.random()
+        # seeds the preemption's node offsets and the autoscaler's pool without a draw from the run's stream
+        copy = random.Random()
+        copy.setstate(rng.getstate())
+        draw = copy.random()
+        asc = None
+        if p["autoscaler"] is not None:
+            pool, initial = autoscaler.pool_nodes(nodes, p["autoscaler"], draw)
+            cluster, nodes = whatif_engine.Cluster(pool), pool
         eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
         pre = None
         if mapping is not None:
             pre = preemption.Preemptor(preemption.pod_priorities(seq, mapping), seed=draw)
-        dr = departures.DepartureReplay(eng, seq, end, rp, preemptor=pre)
-        if pre is not None:
-            pre.attach(dr)
+        if p["autoscaler"] is not None:
+            asc = autoscaler.Autoscaler(p["autoscaler"], cluster, initial)
+        dr = departures.DepartureReplay(eng, seq, end, rp, preemptor=pre, autoscaler=asc)
+        for hook in (pre, asc):
+            if hook is not None:
+                hook.attach(dr)
         dr.run()
         summary = departures.summarise(dr)
         if pre is not None:
             summary["evictions"] = pre.evictions
             summary["by_priority"] = preemption.by_priority(dr, departures.percentile)
+        if asc is not None:
+            summary.update(scale_ups=asc.scale_ups, scale_downs=asc.scale_downs, nodes_peak=asc.nodes_peak,
+                           pool_nodes=cluster.n)
         return dr.timeline, summary
 
     out = {"departures": True}
-    out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, departures.SUMMARY_FIELDS,
+    fields = departures.SUMMARY_FIELDS
+    if mapping is not None:
+        fields += ("evictions",)
+    if p["autoscaler"] is not None:
+        fields += ("scale_ups", "scale_downs", "nodes_peak")
+    out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, fields,
                                    (t0, t_load, clock), progress))
     out["workload"]["trace_end_hours"] = round(end / 3600.0, 2)
     return out

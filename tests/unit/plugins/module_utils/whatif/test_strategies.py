@@ -145,3 +145,115 @@ def test_preemption_lowest_sum_of_victim_priorities_before_latest_start():
     pods[2]["creation_time"], pods[3]["creation_time"] = 5, 6
     dr, dummy = replay(TWO, pods)
     assert names_on(dr, 1) == ["P"] and names_on(dr, 0) == ["m1", "m2"]
+
+
+# ---------------------------------------------------------------------- autoscaler
+
+def scaled(nodes, pods, cfg, sharing="exclusive"):
+    """The finished DepartureReplay of one run with the autoscaler (as timed.run builds it)."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
+
+    p = runner.normalise({"nodes": nodes, "pods": pods, "departures": True, "inflation": 0, "order": "file",
+                          "scoring": ["best-fit"], "sharing": [sharing], "autoscaler": cfg})
+    nodes_all, pods_in = runner.load_inputs(p)
+    end = departures.check_times(pods_in)
+    pool, initial = autoscaler.pool_nodes(nodes_all, p["autoscaler"], 0.5)
+    cluster = whatif_engine.Cluster(pool)
+    seq, rng, dummy_a, dummy_r = runner.arrivals_for(pods_in, cluster.total_milli, p, 42)
+    eng, rp = timed.build(cluster, pool, pods_in, seq, rng, "best-fit", sharing, p)
+    asc = autoscaler.Autoscaler(p["autoscaler"], cluster, initial)
+    dr = departures.DepartureReplay(eng, seq, end, rp, autoscaler=asc)
+    asc.attach(dr)
+    dr.run()
+    return dr, departures.summarise(dr)
+
+
+def test_autoscaler_adds_a_node_after_the_delay_and_removes_it_when_idle():
+    # two nodes of one shape (2 GPUs), one up (min_nodes 1). a takes both GPUs at 0; b (1 GPU) arrives at 10,
+    # pends, a node is asked for at 10 and is Ready at 110 (scale_up_delay_s 100): b binds at 110, leaves at
+    # 500; the node is empty from 500 and removed at 550 (scale_down_after_s 50). At 1000 a leaves; its node
+    # stays (min_nodes 1). c at 2000 keeps the trace running.
+    nodes = [node("n0", "V100M16"), node("n1", "V100M16")]
+    pods = [pod("a", 0, 1000, None, num=2), pod("b", 10, 500, None), pod("c", 2000, 2001, None, num=0, milli=0)]
+    cfg = {"scale_up_delay_s": 100, "scale_down_after_s": 50, "min_nodes": 1, "max_nodes": 2}
+    dr, s = scaled(nodes, pods, cfg)
+    assert dr.bind[:2] == [0, 110]
+    assert (dr.asc.scale_ups, dr.asc.scale_downs) == (1, 1)
+    # provisioned: 2 GPUs 0..10, 4 GPUs 10..550 (billed from the request), 2 GPUs 550..2001
+    assert dr.integral["provisioned"] == 2 * 10 + 4 * 540 + 2 * 1451
+    assert s["gpu_hours_provisioned"] == round((20 + 2160 + 2902) / 3600.0, 2)
+    assert dr.asc.up.sum() == 1 and dr.provisioned == 2
+
+
+def test_autoscaler_from_zero_takes_the_least_wasteful_group_and_respects_max_nodes():
+    # groups: 8 GPUs and 2 GPUs; min_nodes 0: nothing up. a (1 GPU) at 0 -> the 2-GPU group (6 GPUs less
+    # waste), Ready at 30. b and c (2 GPUs each) at 40: one node left in the pool (max_nodes 2 = the sample),
+    # the 8-GPU one, which the estimate packs with both: Ready at 70.
+    nodes = [node("big", "V100M16", gpus=8), node("small", "V100M16", gpus=2)]
+    pods = [pod("a", 0, 100, None), pod("b", 40, 100, None, num=2), pod("c", 40, 100, None, num=2),
+            pod("d", 41, 100, None, num=8)]
+    cfg = {"scale_up_delay_s": 30, "scale_down_after_s": 1000, "min_nodes": 0}
+    dr, s = scaled(nodes, pods, cfg)
+    assert dr.bind[:3] == [30, 70, 70]
+    assert dr.bind[3] is None  # d: no node left to ask for
+    # provisioned: 2 GPUs 0..40, 10 GPUs 40..100 (the trace's end)
+    assert dr.integral["provisioned"] == 2 * 40 + 10 * 60
+
+
+def test_autoscaler_pool_larger_than_the_sample_and_bad_options():
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler, strategies, data
+
+    nodes = [data.Node("n0", 1000, 1000, 2, "T4", None, {}), data.Node("n1", 1000, 1000, 4, "T4", None, {})]
+    cfg = strategies.check_autoscaler({"max_nodes": 5, "min_nodes": 2})
+    pool, initial = autoscaler.pool_nodes(nodes, cfg, 1)
+    assert [n.name for n in pool] == ["n0", "n1", "n0~2", "n1~2", "n0~3"] and len(initial) == 2
+    with pytest.raises(GpuOpsError) as err:
+        strategies.check_autoscaler({"scale_up_delay": 10})
+    assert "unknown key(s) scale_up_delay; valid: scale_up_delay_s, scale_down_after_s, min_nodes, max_nodes" in err.value.msg
+    with pytest.raises(GpuOpsError) as err:
+        strategies.check_autoscaler({"min_nodes": 3, "max_nodes": 2})
+    assert "must not exceed" in err.value.msg
+
+
+def test_autoscaler_through_the_runner():
+    nodes = [node("n0", "V100M16"), node("n1", "V100M16")]
+    pods = [pod("a", 0, 3600, None, num=2), pod("b", 0, 3600, None, num=2)]
+    out = runner.run({"nodes": nodes, "pods": pods, "departures": True, "inflation": 0, "order": "file",
+                      "autoscaler": {"scale_up_delay_s": 0, "min_nodes": 0}, "seeds": [1, 2]})
+    s = out["summary"]
+    # both pods ask at 0; two nodes Ready at once; 4 GPUs for the hour
+    assert s["gpu_hours_provisioned"] == 4.0 and s["scale_ups"] == 2 and s["served_pct"] == 100.0
+
+
+def test_autoscaler_packs_pending_pods_into_the_nodes_already_booting():
+    # two 4-GPU nodes, none up. b and c (2 GPUs each) arrive at 0: the estimate packs both on one node, so
+    # one node is asked for, not two. At 20 (Ready) both bind there; c ends at 30, and from then on... nothing
+    # else: the node empties at 40 and the idle check (1000 s) is past the trace's end.
+    nodes = [node("n0", "V100M16", gpus=4), node("n1", "V100M16", gpus=4)]
+    pods = [pod("b", 0, 40, None, num=2), pod("c", 0, 30, None, num=2)]
+    dr, dummy = scaled(nodes, pods, {"scale_up_delay_s": 20, "scale_down_after_s": 1000})
+    assert dr.bind == [20, 20] and dr.asc.scale_ups == 1
+    assert dr.integral["provisioned"] == 4 * 40
+
+
+def test_autoscaler_idle_time_restarts_when_a_pod_comes_and_goes():
+    # one 1-GPU node up (min_nodes 0, max 1): a CPU pod z runs 0..1, the node is empty from 1, a binds at 5 and
+    # leaves at 8; the idle check due at 11 (from 1) must not remove it; the one due at 18 (from 8) does. b at
+    # 30 asks for it again (Ready 40).
+    nodes = [node("n0", "V100M16", gpus=1)]
+    pods = [pod("z", 0, 1, None, num=0, milli=0), pod("a", 5, 8, None), pod("b", 30, 50, None)]
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
+
+    cfg = {"scale_up_delay_s": 10, "scale_down_after_s": 10, "min_nodes": 0, "max_nodes": 1}
+    dr, dummy = scaled(nodes, pods, dict(cfg, min_nodes=1))
+    assert dr.bind == [0, 5, 30] and dr.asc.scale_downs == 0  # min_nodes 1: never removed
+    # min_nodes 0 but the node starts up: pool_nodes puts min_nodes up; start with it up by hand
+    original = autoscaler.pool_nodes
+    autoscaler.pool_nodes = lambda n, c, s: (list(n), [0])
+    try:
+        dr, dummy = scaled(nodes, pods, cfg)
+    finally:
+        autoscaler.pool_nodes = original
+    assert dr.bind == [0, 5, 40] and (dr.asc.scale_downs, dr.asc.scale_ups) == (1, 1)
+    # provisioned: 1 GPU 0..18, none 18..30, 1 GPU 30..50
+    assert dr.integral["provisioned"] == 18 + 20
