@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import baselines
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
@@ -34,18 +35,26 @@ def initial_layouts(nodes, p, table):
     return whatif_mig.exclusive_layouts(nodes, table)
 
 
-def build(cluster, nodes, pods, seq, rng, scoring, sharing, p):
-    """The engine of one run (not yet replayed) and its Replanner (None but for ``replanned``)."""
+def build(cluster, nodes, pods, seq, rng, scoring, sharing, p, end=None, info=None):
+    """The engine of one run (not yet replayed) and its Replanner (None but for ``replanned``). ``end``: the
+    trace's end, for ``planned`` without a plan and ``hindsight`` (baselines.py), which put what they planned
+    for in ``info`` (a dict)."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
 
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
-    unit_sharing = "mig" if sharing == "replanned" else sharing
+    unit_sharing = "mig" if sharing in ("replanned", "hindsight") else sharing
     typ = whatif_frag.Typical(prepare.typical_for(pods, unit_sharing, p["typical_threshold"]), cluster.models)
     arr = prepare.engine_arrivals(seq, unit_sharing)
     pct = p["percentage_of_nodes_to_score"]
     if sharing in ("exclusive", "fractional"):
         return whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, pct, tie), None
+    if sharing == "hindsight" or (sharing == "planned" and not p["plan"]):
+        q = 100.0 if sharing == "hindsight" else p["planned_percentile"]
+        table, lay, planned = baselines.plan_layouts(nodes, seq, end, q, p["mig_shape"])
+        if info is not None:
+            info.update(planned)
+        return whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie), None
     if sharing in ("mig", "planned"):
         table, lay = prepare.layouts_for(sharing, nodes, p)
         return whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie), None
@@ -65,7 +74,7 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
 
     end = departures.check_times(pods)
     for sharing in p["sharing"]:
-        if sharing in ("mig", "planned"):
+        if sharing == "mig" or (sharing == "planned" and p["plan"]):
             prepare.layouts_for(sharing, nodes_all, p)
         if sharing == "replanned":
             initial_layouts(nodes_all, p, whatif_mig.UnitTable())
@@ -83,7 +92,8 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         if p["autoscaler"] is not None:
             pool, initial = autoscaler.pool_nodes(nodes, p["autoscaler"], draw)
             cluster, nodes = whatif_engine.Cluster(pool), pool
-        eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
+        info = {}
+        eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p, end, info)
         pre = None
         if mapping is not None:
             pre = preemption.Preemptor(preemption.pod_priorities(seq, mapping), seed=draw)
@@ -95,6 +105,8 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
                 hook.attach(dr)
         dr.run()
         summary = departures.summarise(dr)
+        if info:
+            summary["planned_for"] = info
         if pre is not None:
             summary["evictions"] = pre.evictions
             summary["by_priority"] = preemption.by_priority(dr, departures.percentile)

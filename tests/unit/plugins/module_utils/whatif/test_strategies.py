@@ -257,3 +257,54 @@ def test_autoscaler_idle_time_restarts_when_a_pod_comes_and_goes():
     assert dr.bind == [0, 5, 40] and (dr.asc.scale_downs, dr.asc.scale_ups) == (1, 1)
     # provisioned: 1 GPU 0..18, none 18..30, 1 GPU 30..50
     assert dr.integral["provisioned"] == 18 + 20
+
+
+# ---------------------------------------------------------------------- planned by concurrent demand, hindsight
+
+def test_time_weighted_percentile_of_a_hand_demand_curve():
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import baselines
+
+    # count 2 for 10 s, 3 for 5 s, 1 for 5 s (window 0..20)
+    seg = {2: 10.0, 3: 5.0, 1: 5.0}
+    assert [baselines.time_percentile(seg, q) for q in (25, 50, 75, 76, 95, 100)] == [1, 2, 2, 3, 3, 3]
+    # the same curve from pods: [0,10) [0,10) [5,20) -> 2 on 0..5, 3 on 5..10, 1 on 10..20
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data
+
+    seq = [data.Pod(n, 0, 0, 1, 1000, (), a, None, b) for n, a, b in (("a", 0, 10), ("b", 0, 10), ("c", 5, 20))]
+    segs = baselines.concurrent_segments(seq, 20.0, lambda p: "x")
+    assert segs == {"x": {2: 5.0, 3: 5.0, 1: 10.0}}
+
+
+SHARE = [pod("l1", 0, 100, None, milli=300), pod("l2", 0, 100, None, milli=300),
+         pod("s1", 0, 10, None, milli=300), pod("s2", 0, 10, None, milli=300)]
+
+
+def planned_run(sharing, **kw):
+    # one node of 2 T4s, shaped like an A100 80GB: a 300-milli pod asks for a 3g.40gb (1g and 2g are too small)
+    out = runner.run({"nodes": [node("n0", "T4")], "pods": SHARE, "departures": True, "inflation": 0,
+                      "order": "file", "scoring": "best-fit", "sharing": sharing, **kw})
+    return out["summary"]
+
+
+def test_planned_by_percentile_sizes_the_layout_by_concurrent_demand():
+    # 3g demand: 4 pods for 10 s, 2 for 90 s of the 100 s window. p50 -> 2 slices (one GPU 3g+3g, the other
+    # whole): s1, s2 find no 3g, wait, and are deleted at 10 -> served 2 x 100 / (2 x 100 + 2 x 10)
+    s = planned_run("planned", planned_percentile=50)
+    assert s["planned_for"]["demand"] == {"3g.40gb": 2}
+    assert s["pods_never_placed"] == 2 and s["served_pct"] == round(100.0 * 200 / 220, 3)
+    # p95 -> 4 slices (both GPUs 3g+3g): everything served
+    s = planned_run("planned")
+    assert s["planned_for"] == {"percentile": 95.0, "demand": {"3g.40gb": 4}}
+    assert s["pods_never_placed"] == 0 and s["served_pct"] == 100.0
+    # hindsight: the peak, 4
+    s = planned_run("hindsight")
+    assert s["planned_for"] == {"percentile": 100.0, "demand": {"3g.40gb": 4}} and s["served_pct"] == 100.0
+
+
+def test_planned_percentile_and_hindsight_options_checked():
+    with pytest.raises(GpuOpsError) as err:
+        planned_run("planned", planned_percentile=0)
+    assert "planned_percentile must be a percentile in (0, 100]" in err.value.msg
+    with pytest.raises(GpuOpsError) as err:
+        runner.normalise({"nodes": TWO, "pods": SHARE, "sharing": "hindsight"})
+    assert "sharing hindsight needs departures: true" in err.value.msg and "exclusive, fractional, mig, planned" in err.value.msg
