@@ -155,6 +155,8 @@ class DepartureReplay(object):
             self.pre.left(k, node)
         if self.asc is not None:
             self.asc.left(node, t)
+        if self.rp is not None and getattr(self.rp, "waiting", None):
+            self.rp.left(node, t)  # replan_node.py: a node waiting to drain
         return True
 
     def started(self, k):

@@ -23,6 +23,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departure
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replan_node
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
 
 
@@ -64,8 +65,13 @@ def build(cluster, nodes, pods, seq, rng, scoring, sharing, p, end=None, info=No
     table, lay = initial_layouts(nodes, p, table)
     eng = whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie)
     eng.use_kinds(kinds)
-    rp = replanned.Replanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"],
-                             replanned.budget_gpus(p["replan_budget"], cluster.total_gpus), p["reconfigure_s"])
+    budget = replanned.budget_gpus(p["replan_budget"], cluster.total_gpus)
+    if p["replan_scope"] == "node":
+        rp = replan_node.NodeReplanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"],
+                                       budget, p["reconfigure_s"], drain=p["replan_drain"])
+    else:
+        rp = replanned.Replanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"], budget,
+                                 p["reconfigure_s"])
     return eng, rp
 
 
@@ -107,6 +113,10 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         summary = departures.summarise(dr)
         if info:
             summary["planned_for"] = info
+        if p["replan_scope"] == "node" and "replanned" in p["sharing"]:
+            node_rp = rp if sharing == "replanned" else None
+            summary.update(drain_evictions=node_rp.drain_evictions if node_rp else 0,
+                           drain_wait_s=round(node_rp.drain_wait_s, 1) if node_rp else 0.0)
         if pre is not None:
             summary["evictions"] = pre.evictions
             summary["by_priority"] = preemption.by_priority(dr, departures.percentile)
@@ -121,6 +131,8 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         fields += ("evictions",)
     if p["autoscaler"] is not None:
         fields += ("scale_ups", "scale_downs", "nodes_peak")
+    if p["replan_scope"] == "node" and "replanned" in p["sharing"]:
+        fields += ("drain_evictions", "drain_wait_s")
     out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, fields,
                                    (t0, t_load, clock), progress))
     out["workload"]["trace_end_hours"] = round(end / 3600.0, 2)

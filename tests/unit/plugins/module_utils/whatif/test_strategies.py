@@ -308,3 +308,73 @@ def test_planned_percentile_and_hindsight_options_checked():
     with pytest.raises(GpuOpsError) as err:
         runner.normalise({"nodes": TWO, "pods": SHARE, "sharing": "hindsight"})
     assert "sharing hindsight needs departures: true" in err.value.msg and "exclusive, fractional, mig, planned" in err.value.msg
+
+
+# ---------------------------------------------------------------------- node-level re-plans
+
+def node_replay(scope, drain, monkeypatch, pods=None):
+    """One node of 2 GPUs, whole GPUs at the start. A (whole GPU) runs on GPU 0 from 0 to 100; B (300 milli:
+    a 3g.40gb) arrives at 5 and pends, which re-plans at 5. The planner is replaced by a hand answer: both GPUs
+    become 3g.40gb + 3g.40gb (budget 2, reconfigure_s 20)."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
+
+    calls = []
+
+    def hand_plan(self, m, deficit, multi, empty, free, need, budget_left):
+        calls.append(1)
+        if len(calls) > 1:
+            return []
+        q = [i for i, k in enumerate(self.table.kinds) if k.profile == "3g.40gb"][0]
+        return [(0, 0, [q, q]), (0, 1, [q, q])]
+
+    monkeypatch.setattr(replanned.Replanner, "_plan_model", hand_plan)
+    pods = pods or [pod("A", 0, 100, None), pod("B", 5, 200, None, milli=300)]
+    p = runner.normalise({"nodes": [node("n0", "T4")], "pods": pods, "departures": True, "inflation": 0,
+                          "order": "file", "scoring": ["best-fit"], "sharing": ["replanned"], "replan_budget": 2,
+                          "reconfigure_s": 20, "replan_scope": scope, "replan_drain": drain})
+    nodes_all, pods_in = runner.load_inputs(p)
+    end = departures.check_times(pods_in)
+    cluster = whatif_engine.Cluster(nodes_all)
+    seq, rng, dummy_a, dummy_r = runner.arrivals_for(pods_in, cluster.total_milli, p, 42)
+    eng, rp = timed.build(cluster, nodes_all, pods_in, seq, rng, "best-fit", "replanned", p)
+    dr = departures.DepartureReplay(eng, seq, end, rp).run()
+    return dr, rp, departures.summarise(dr)
+
+
+def test_node_scope_requeue_evicts_and_wait_delays(monkeypatch):
+    # gpu scope: GPU 0 is busy and skipped, GPU 1 changes at 5 and is back at 25: B binds at 25, A untouched
+    dr, rp, s = node_replay("gpu", "requeue", monkeypatch)
+    assert dr.bind == [0, 25] and s["reconfigured_gpus"] == 1 and dr.evicted_run == {}
+    # node scope, requeue: A is evicted at 5, both GPUs change at 5 and are back at 25. B (first in the queue)
+    # binds at 25; A wants a whole GPU, finds only 3g slices and is deleted pending at 100: it ran 5 of 100 s
+    dr, rp, s = node_replay("node", "requeue", monkeypatch)
+    assert dr.bind == [0, 25] and rp.drain_evictions == 1 and s["reconfigured_gpus"] == 2
+    assert dr.evicted_run == {0: 5.0} and s["pods_deleted_pending"] == 1
+    assert s["served_pct"] == round(100.0 * (5 * 1.0 + 175 * 0.3) / (100 * 1.0 + 195 * 0.3), 3)
+    # node scope, wait: the node's GPUs are cordoned at 5; A runs to 100, then both change (back at 120), B
+    # binds at 120; nobody is evicted, the change waited 95 s
+    dr, rp, s = node_replay("node", "wait", monkeypatch)
+    assert dr.bind == [0, 120] and rp.drain_evictions == 0 and rp.drain_wait_s == 95.0
+    assert s["reconfigured_gpus"] == 2 and dr.evicted_run == {}
+
+
+def test_replan_scope_and_drain_options_checked():
+    for key, bad, valid in (("replan_scope", "rack", "gpu, node"), ("replan_drain", "kill", "requeue, wait")):
+        with pytest.raises(GpuOpsError) as err:
+            runner.normalise({"nodes": TWO, "pods": SHARE, "departures": True, key: bad})
+        assert "%s must be one of %s, not 'kill'" % (key, valid) in err.value.msg or bad in err.value.msg
+        assert valid in err.value.msg
+
+
+def test_node_scope_wait_cordons_and_waits_for_every_changing_gpu(monkeypatch):
+    # A on GPU 0 (0..100), C on GPU 1 (0..50); B (3g) pends at 5 -> the node's change waits, both GPUs cordoned.
+    # D (whole GPU) at 10 finds no unit (GPU 1 is cordoned once C left at 50); at 100 both GPUs change, back at
+    # 120: B binds; D wants a whole GPU, there is none, it is deleted pending at 300
+    pods = [pod("A", 0, 100, None), pod("C", 0, 50, None), pod("B", 5, 200, None, milli=300),
+            pod("D", 10, 300, None)]
+    dr, rp, s = node_replay("node", "wait", monkeypatch, pods)
+    assert dr.bind == [0, 0, 120, None] and rp.drain_wait_s == 95.0 and s["pods_deleted_pending"] == 1
+    # GPU 1 is empty when the change is decided: it is cordoned at once, so D (whole GPU, at 10) does not take it
+    pods = [pod("A", 0, 100, None), pod("B", 5, 200, None, milli=300), pod("D", 10, 300, None)]
+    dr, rp, s = node_replay("node", "wait", monkeypatch, pods)
+    assert dr.bind == [0, 120, None] and rp.drain_wait_s == 95.0
