@@ -63,6 +63,8 @@ DEFAULTS = {
     # the replay with departures (departures.py) and sharing replanned (replanned.py)
     "departures": False, "replan_every_h": 6.0, "replan_min_interval_h": 0.5, "replan_budget": "5%",
     "reconfigure_s": 120.0,
+    # load, time and capacity (load.py, capacity.py, stats.py)
+    "window": None, "load_factor": 1.0, "cluster_gpus": None, "capacity_search": None, "baseline": None,
 }
 
 
@@ -129,6 +131,7 @@ def normalise(params):
     if "planned" in p["sharing"] and not p["plan"]:
         raise GpuOpsError("sharing planned needs plan (the result of gpuops.k8s.gpu_plan)")
     _check_departures(p)
+    _check_capacity(p)
     if p["prices"] is not None:
         if not isinstance(p["prices"], dict):
             raise GpuOpsError("prices must be a mapping {model: USD per GPU-hour}")
@@ -166,6 +169,32 @@ def _check_departures(p):
         raise GpuOpsError("sharing replanned needs departures: true (it re-plans as pods arrive and leave over the "
                           "trace's time); the sharings without departures are: %s"
                           % ", ".join(s for s in SHARINGS if s != "replanned"), valid=list(SHARINGS[:-1]))
+
+
+def _check_capacity(p):
+    """``window``, ``load_factor``, ``cluster_gpus``, ``capacity_search`` and ``baseline``."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity, load
+
+    load.check(p)
+    p["capacity_search"] = capacity.check(p["capacity_search"])
+    if p["capacity_search"] is not None and not p["departures"]:
+        raise GpuOpsError("capacity_search needs departures: true (the service target is met over the trace's time)")
+    b = p["baseline"]
+    if b is not None:
+        labels = run_labels(p)
+        if b not in labels:
+            raise GpuOpsError("baseline %r is not one of the runs: %s" % (b, ", ".join(labels)), valid=labels)
+
+
+def run_labels(p):
+    """The names of the runs: ``sharing`` (one scoring), ``sharing/scoring`` otherwise; both are accepted."""
+    out = []
+    for sh in p["sharing"]:
+        for sc in p["scoring"]:
+            if len(p["scoring"]) == 1:
+                out.append(sh)
+            out.append("%s/%s" % (sh, sc))
+    return out
 
 
 def load_inputs(p):

@@ -15,10 +15,15 @@ Requires numpy (the engines); controller side only.
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import classes
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import load
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import stats
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 
 
 def initial_layouts(nodes, p, table):
@@ -64,13 +69,90 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         if sharing == "replanned":
             initial_layouts(nodes_all, p, whatif_mig.UnitTable())
 
+    if p["capacity_search"] is not None:
+        return capacity_run(p, nodes_all, pods, end, t0, t_load, clock)
+
     def replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step):
         eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
-        dr = departures.DepartureReplay(eng, seq, end, rp).run()
+        times, stop = timed_seq(seq, end, p)
+        dr = departures.DepartureReplay(eng, times, stop, rp).run()
         return dr.timeline, departures.summarise(dr)
 
     out = {"departures": True}
     out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, departures.SUMMARY_FIELDS,
                                    (t0, t_load, clock), progress))
+    finish(out, p, end)
+    return out
+
+
+def timed_seq(seq, end, p):
+    """The arrival sequence with the window and load factor applied (load.py) and the replay's end; the whole
+    trace at load factor 1 keeps the trace's end (the FGD protocol's sequence as it was)."""
+    if p["window"] == "whole" and p["load_factor"] == 1.0:
+        return seq, end
+    return load.retime(seq, p["window"], p["load_factor"])
+
+
+def _labels(p):
+    one = len(p["scoring"]) == 1
+    return [(sh, sc, sh if one else "%s/%s" % (sh, sc)) for sh in p["sharing"] for sc in p["scoring"]]
+
+
+def _baseline(p):
+    b = p["baseline"]
+    labels = _labels(p)
+    if b is None:
+        return labels[0][2]
+    for sh, sc, label in labels:
+        if b in (label, "%s/%s" % (sh, sc)):
+            return label
+    return labels[0][2]
+
+
+PAIRED = ("served_pct", "served_pods_pct", "utilisation_pct", "gpu_hours_held", "pending_p95_s")
+PAIRED_CAPACITY = ("gpus", "usd_per_hour", "utilisation_pct", "held_pct", "served_pct", "served_pods_pct")
+
+
+def finish(out, p, end):
+    """Window facts, by_class over seeds and the paired differences against the baseline."""
     out["workload"]["trace_end_hours"] = round(end / 3600.0, 2)
+    out["workload"]["window"] = p["window"]
+    out["workload"]["load_factor"] = p["load_factor"]
+    per_run = {}
+    for run, (dummy_sh, dummy_sc, label) in zip(out["runs"], _labels(p)):
+        s = run["summary"]
+        if "per_seed" in s:
+            s["by_class"] = classes.combine([x["by_class"] for x in s["per_seed"]])
+        per_run[label] = s.get("per_seed") or [s]
+    if len(per_run) > 1 and len(p["seeds"]) > 1:
+        out["paired"] = {"baseline": _baseline(p),
+                         "differences": stats.paired(per_run, _baseline(p), PAIRED, relative=("gpu_hours_held",))}
+
+
+def capacity_run(p, nodes_all, pods, end, t0, t_load, clock):
+    """``runner.run`` with ``capacity_search`` (capacity.py)."""
+    combos, found = capacity.search(p, nodes_all, pods, p["capacity_search"])
+    runs = []
+    per_run = {}
+    for (sharing, scoring), (dummy_sh, dummy_sc, label) in zip(combos, _labels(p)):
+        res = found[(sharing, scoring)]
+        cap = capacity.combine(res["caps"], p["seeds"])
+        summary = prepare.combine(res["summaries"], p["seeds"], departures.SUMMARY_FIELDS)
+        runs.append({"scoring": scoring, "sharing": sharing, "curve": [], "summary": summary, "capacity": cap,
+                     "replay_seconds": []})
+        per_run[label] = res["caps"]
+    cl = prepare.describe_cluster(nodes_all)
+    out = {"departures": True, "curve": [], "summary": runs[0]["summary"], "runs": runs,
+           "capacity": dict((label, r["capacity"]) for r, (dummy_sh, dummy_sc, label) in zip(runs, _labels(p))),
+           "target": dict(p["capacity_search"]),
+           "cluster": dict(cl, searched_up_to_gpus=p.get("cluster_gpus") or cl["gpus"]),
+           "workload": {"pods": len(pods), "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"],
+                        "arrivals": None, "added_by_inflation": None, "removed_by_inflation": None},
+           "prices": dict((m, trace_models.price_of(m, p["prices"]))
+                          for m in sorted(set(n.model for n in nodes_all if n.model))),
+           "timing": {"load_seconds": round(t_load, 3), "replay_seconds": {}, "total_seconds": round(clock() - t0, 3)},
+           "params": p}
+    finish(out, p, end)
+    if len(runs) > 1 and len(p["seeds"]) > 1:
+        out["paired"]["capacity"] = stats.paired(per_run, _baseline(p), PAIRED_CAPACITY, relative=("gpus",))
     return out
