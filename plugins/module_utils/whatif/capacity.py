@@ -12,8 +12,8 @@ meets the service target.
   (``inflation``), then ``window`` and ``load_factor`` (load.py).
 * Sizes are prefixes of the seed's nested node order; the search assumes that a larger sample never serves
   worse (capacity is monotone; the scheduling nearly so). It starts at the GPUs the previous seed needed (the
-  first seed: at the peak concurrent GPU request), gallops to a bracket, then bisects until the bracket is one
-  node or ``RESOLUTION`` (2 %) of the GPUs wide, and reports its upper end.
+  first seed: at the peak concurrent GPU request), gallops (steps of 5 %, doubling) to a bracket, then bisects until the bracket is one
+  node or ``RESOLUTION`` (5 %) of the GPUs wide (well inside the spread over seeds), and reports its upper end.
 * A replay stops early once the target cannot be met any more: the GPU-time lost to waiting exceeds what the
   served target allows, more pods were deleted while pending than the never-placed target allows, or more pods
   started late than the p95 allows (each a bound that only grows).
@@ -41,7 +41,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_mod
 
 TARGETS = ("served_pct", "start_delay_p95_s", "never_placed_pct")
 DEFAULT_TARGET = {"served_pct": 99.0}
-RESOLUTION = 0.02
+RESOLUTION = 0.05
 CHECKS = 200  # early-stop checks per replay
 FIELDS = ("gpus", "nodes", "usd_per_hour", "utilisation_pct", "held_pct", "node_hours_held", "served_pct",
           "served_pods_pct", "start_delay_p95_s", "never_placed_pct", "gpu_hours_provisioned", "replays")
@@ -226,18 +226,15 @@ class Prober(object):
             guess_gpus = peak_request(self.seq)
         k = min(max(load.prefix_for(self.order, guess_gpus), 1), n)
         lo, hi = 0, None  # lo: fails (0 nodes fail), hi: meets
-        step = max(1, k // 16)
+        step = max(1, int(k * RESOLUTION))
         if self.met(k):
             hi = k
-            while hi > 1:
-                k = max(hi - step, lo + 1)
-                if k >= hi:
-                    break
-                if self.met(k):
-                    hi = k
+            while hi - step > lo:
+                if self.met(hi - step):
+                    hi -= step
                     step *= 2
                 else:
-                    lo = k
+                    lo = hi - step
                     break
         else:
             lo = k
