@@ -154,5 +154,5 @@ def capacity_run(p, nodes_all, pods, end, t0, t_load, clock):
            "params": p}
     finish(out, p, end)
     if len(runs) > 1 and len(p["seeds"]) > 1:
-        out["paired"]["capacity"] = stats.paired(per_run, _baseline(p), PAIRED_CAPACITY, relative=("gpus",))
+        out["paired"]["capacity"] = stats.paired(per_run, _baseline(p), PAIRED_CAPACITY, relative=("gpus", "utilisation_pct"))
     return out
