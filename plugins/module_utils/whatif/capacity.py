@@ -168,7 +168,8 @@ def peak_request(seq):
 class Prober(object):
     """The replays of one strategy and seed at the sizes (prefixes of ``order``) the search asks for."""
 
-    def __init__(self, p, pods, order, seq, end, rng_state, sharing, scoring, target):
+    def __init__(self, p, pods, order, seq, end, rng_state, sharing, scoring, target, build):
+        self.build = build
         self.p, self.pods, self.order, self.seq, self.end = p, pods, order, seq, end
         self.rng_state, self.sharing, self.scoring, self.target = rng_state, sharing, scoring, target
         self.cum = []
@@ -192,7 +193,6 @@ class Prober(object):
         if k in self.cache:
             return self.cache[k]
         from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
-        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import timed
 
         out = None
         if self.gpus(k) > 0:
@@ -200,7 +200,7 @@ class Prober(object):
             cluster = whatif_engine.Cluster(nodes)
             rng = random.Random()
             rng.setstate(self.rng_state)
-            eng, rp = timed.build(cluster, nodes, self.pods, self.seq, rng, self.scoring, self.sharing, self.p)
+            eng, rp = self.build(cluster, nodes, self.pods, self.seq, rng, self.scoring, self.sharing, self.p)
             if self.scoring != "fgd":
                 eng.frag = _NoFrag()
             self.replays += 1
@@ -284,8 +284,9 @@ def combine(caps, seeds):
     return out
 
 
-def search(p, nodes_all, pods, target, progress=None):
-    """Per run: ``(capacity, summaries at the size found per seed)``; see the module doc."""
+def search(p, nodes_all, pods, target, build, progress=None):
+    """Per run: ``(capacity, summaries at the size found per seed)``; see the module doc. ``build(cluster, nodes,
+    pods, seq, rng, scoring, sharing, p)`` -> ``(engine, replanner)`` (timed.build)."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
 
     full = whatif_engine.Cluster(nodes_all)
@@ -301,7 +302,7 @@ def search(p, nodes_all, pods, target, progress=None):
         seq, end = load.retime(seq, p["window"], p["load_factor"])
         state = rng0.getstate()
         for sharing, scoring in combos:
-            pr = Prober(p, pods, order, seq, end, state, sharing, scoring, target)
+            pr = Prober(p, pods, order, seq, end, state, sharing, scoring, target, build)
             k, met = pr.search(guesses.get((sharing, scoring)))
             cap, summary = at_size(pr, k, met, p["prices"])
             cap["seed"] = seed

@@ -131,7 +131,7 @@ def finish(out, p, end):
 
 def capacity_run(p, nodes_all, pods, end, t0, t_load, clock):
     """``runner.run`` with ``capacity_search`` (capacity.py)."""
-    combos, found = capacity.search(p, nodes_all, pods, p["capacity_search"])
+    combos, found = capacity.search(p, nodes_all, pods, p["capacity_search"], build)
     runs = []
     per_run = {}
     for (sharing, scoring), (dummy_sh, dummy_sc, label) in zip(combos, _labels(p)):
