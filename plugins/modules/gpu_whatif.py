@@ -225,6 +225,43 @@ options:
         removed. RV(summary) gains C(scale_ups), C(scale_downs), C(nodes_peak); C(gpu_hours_provisioned) follows
         the nodes up or booting.
     type: dict
+  window:
+    description:
+      - With O(departures=true), the replayed time. V(active) (the default) - from the first arrival to the last
+        deletion of the replayed pods; when at most 5 % of the pods were created before the trace's first deletion
+        (a recording that began with them running - the openb lists' 33 pods from hour 0 to 2,768), they arrive at
+        that first deletion. Every rate and mean (held GPUs, utilisation, per day) is over the window.
+      - V(whole) - from the first creation time to the trace's end (3,584 hours on the openb lists).
+    type: str
+    choices: [active, whole]
+  load_factor:
+    description:
+      - With O(departures=true), arrivals compressed by this factor towards the window's start, every pod's life
+        kept, so that concurrent demand scales by about the factor (in (0, 1000]; 1 changes nothing).
+    type: float
+    default: 1
+  cluster_gpus:
+    description:
+      - Replay on a sample of about this many GPUs, stratified by GPU model (the node list's mix) and nested across
+        sizes for one seed (a larger sample holds every node of a smaller one), so that capacity grows with it.
+        The workload (O(inflation)) stays that of the whole node list. With O(capacity_search), the largest size
+        searched. Mutually exclusive with O(sample_nodes).
+    type: int
+  capacity_search:
+    description:
+      - With O(departures=true), for each O(sharing) x O(scoring) run and seed, the fewest GPUs of the nested
+        samples (see O(cluster_gpus)) whose replay meets the target - a mapping with any of C(served_pct) (GPU-time
+        served of the GPU-time requested, >=), C(start_delay_p95_s) (95th percentile of the wait of the pods
+        placed, <=), C(never_placed_pct) (pods never placed, <=); an empty mapping means C(served_pct) 99.
+      - Bisection over the sizes (to 5 % of the GPUs), starting from the previous seed's answer; a replay stops
+        early once the target can no longer be met. A target not met with every node is reported as
+        C(met=false), not as an error. RV(runs[].capacity) and RV(capacity) hold the answer.
+    type: dict
+  baseline:
+    description:
+      - The run the paired differences (RV(paired)) are taken against - a O(sharing) value (one O(scoring)) or
+        C(sharing/scoring). Default the first run.
+    type: str
 seealso:
   - module: gpuops.k8s.mig_partition
 """
@@ -260,6 +297,21 @@ EXAMPLES = r"""
     replan_budget: 5%
     reconfigure_s: 120
     report: /tmp/whatif-replanned
+
+- name: How many GPUs does each strategy need to serve 99 % of the work, at 4 x the trace's arrival rate?
+  gpuops.k8s.gpu_whatif:
+    nodes_csv: /data/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv
+    pods_csv: /data/alibaba-gpu-2023/csv/openb_pod_list_default.csv
+    departures: true
+    inflation: 0
+    load_factor: 4
+    sharing: [exclusive, fractional]
+    seeds: [42, 43, 44, 45, 46, 47, 48, 49, 50, 51]
+    capacity_search: {served_pct: 99}
+    baseline: exclusive
+    prices: {G2: 1.2, T4: 0.35, P100: 0.9, V100M16: 1.5, V100M32: 1.8, A10: 0.8, G3: 1.5}
+    report: /tmp/whatif-capacity
+  register: capacity
 """
 
 RETURN = r"""
@@ -282,9 +334,14 @@ summary:
       pods_deleted_pending, pods_waited, pending_median_s, pending_p95_s (over the pods placed),
       pending_waited_median_s, pending_waited_p95_s (over those that waited), held_gpus_mean, held_gpus_peak,
       gpu_hours_reconfiguring, reconfigured_gpus, reconfigured_gpus_per_day, replans, planner_calls,
-      planner_seconds, trace_hours, gpu_hours_provisioned; with O(priorities) evictions and by_priority; with
-      O(autoscaler) scale_ups, scale_downs, nodes_peak, pool_nodes; with O(replan_scope=node) drain_evictions and
-      drain_wait_s; for V(planned) without O(plan) and V(hindsight) planned_for (percentile, demand per class).
+      planner_seconds, trace_hours; gpu_hours_provisioned (the provisioned GPUs integrated over the window),
+      utilisation_pct (requested / provisioned GPU-time), held_pct (held / provisioned GPU-time),
+      node_hours_held (nodes with a pod, over time), served_pods_pct (pods placed, of the pods) and by_class
+      (per class - whole, shared, multi-gpu, cpu, short (< 1 h), long, qos:<value> - pods, served_pct,
+      served_pods_pct, start_delay_p95_s, pods_never_placed);
+      with O(priorities) evictions, by_priority and by_class entries priority:<value>; with O(autoscaler)
+      scale_ups, scale_downs, nodes_peak, pool_nodes; with O(replan_scope=node) drain_evictions and drain_wait_s;
+      for V(planned) without O(plan) and V(hindsight) planned_for (percentile, demand per class).
     - With O(seeds) - means, plus spread (stdev, min, max per field), seeds and per_seed.
   returned: success
   type: dict
@@ -295,10 +352,37 @@ departures:
   type: bool
   sample: true
 runs:
-  description: Every run - scoring, sharing, curve, summary, replay_seconds (per seed).
+  description:
+    - Every run - scoring, sharing, curve, summary, replay_seconds (per seed).
+    - With O(capacity_search), also capacity - gpus, nodes, met (every seed met the target), met_seeds,
+      usd_per_hour (null without prices), utilisation_pct, held_pct, node_hours_held, served_pct, served_pods_pct,
+      start_delay_p95_s, never_placed_pct, gpu_hours_provisioned, replays (means over the seeds, with spread and
+      per_seed); summary and by_class are then those at the size found; curve is empty.
   returned: success
   type: list
   elements: dict
+capacity:
+  description: With O(capacity_search), each run's capacity (see RV(runs)) by run name (sharing, or sharing/scoring).
+  returned: when O(capacity_search)
+  type: dict
+  sample: {exclusive: {gpus: 244.5, nodes: 44, met: true, usd_per_hour: 244.5, utilisation_pct: 14.89,
+                       held_pct: 17.25, node_hours_held: 22541.5}}
+target:
+  description: The service target of O(capacity_search).
+  returned: when O(capacity_search)
+  type: dict
+  sample: {served_pct: 99.0}
+paired:
+  description:
+    - With O(departures=true), two runs or more and two seeds or more - the paired differences over the seeds
+      against C(baseline) (O(baseline)), per run and field - mean, sd, ci95 (95 % interval, Student's t), n and
+      verdict (none when the interval holds 0, else higher or lower). C(differences) - served_pct,
+      served_pods_pct, utilisation_pct, gpu_hours_held (also relative, gpu_hours_held_rel_pct), pending_p95_s;
+      with O(capacity_search) C(capacity) - gpus, usd_per_hour, utilisation_pct, held_pct, served_pct,
+      served_pods_pct (gpus and utilisation_pct also relative, in %).
+  returned: when O(departures=true) with several runs and seeds
+  type: dict
+  sample: {baseline: exclusive, capacity: {fractional: {gpus_rel_pct: {mean: -9.4, ci95: [-12.0, -6.8], verdict: lower}}}}
 cluster:
   description: Nodes, GPU nodes, GPUs and GPUs by model replayed on (sampled, when O(sample_nodes)).
   returned: success
@@ -309,7 +393,7 @@ workload:
   returned: success
   type: dict
   sample: {pods: 8152, arrivals: 10771, added_by_inflation: 2619, removed_by_inflation: 0}
-  # with departures also trace_end_hours
+  # with departures also trace_end_hours, window, load_factor
 prices:
   description: USD per GPU-hour used for each GPU model (O(prices), else the catalog); null for a model without a price.
   returned: success
@@ -366,6 +450,11 @@ def main():
             planned_percentile=dict(type="float", default=95.0),
             priorities=dict(type="raw"),
             autoscaler=dict(type="dict"),
+            window=dict(type="str", choices=["active", "whole"]),
+            load_factor=dict(type="float", default=1.0),
+            cluster_gpus=dict(type="int"),
+            capacity_search=dict(type="dict"),
+            baseline=dict(type="str"),
             report=dict(type="path"),
             report_title=dict(type="str"),
         ),

@@ -21,7 +21,11 @@ event stream on the same engines as the FGD protocol (engine.MilliReplay, engine
 Measured (``summarise``): GPU-hours *held* (GPUs with at least one pod, or being reconfigured, integrated
 over time: what the cluster cannot give back), GPU-hours allocated (the milli or slices bound to pods),
 requested and served GPU-hours (the trace's own request times the time a pod runs, within the trace's
-end), served %, pods never placed, pending time (median, p95) and GPUs reconfigured per day.
+end), served %, pods never placed, pending time (median, p95) and GPUs reconfigured per day; GPU-hours
+*provisioned* (``provisioned_gpus()`` integrated like the GPUs held: the static cluster's GPUs unless a
+subclass - an autoscaler - changes them over time), ``utilisation_pct`` (requested / provisioned GPU-time),
+``held_pct``, node-hours held, served % by pod count and ``by_class`` (classes.py). Every rate and mean is over
+the replayed window (``start`` .. ``end``; load.py makes the window and the load factor).
 
 Requires numpy (the engines); controller side only.
 """
@@ -41,7 +45,8 @@ MAX_POINTS = 600  # timeline samples per run
 SUMMARY_FIELDS = ("gpu_hours_held", "gpu_hours_allocated", "gpu_hours_requested", "gpu_hours_served", "served_pct",
                   "pods_never_placed", "pods_deleted_pending", "pods_waited", "pending_median_s", "pending_p95_s",
                   "pending_waited_median_s", "pending_waited_p95_s", "held_gpus_mean", "held_gpus_peak",
-                  "reconfigured_gpus", "reconfigured_gpus_per_day", "replans", "planner_seconds", "gpu_hours_provisioned")
+                  "reconfigured_gpus", "reconfigured_gpus_per_day", "replans", "planner_seconds",
+                  "gpu_hours_provisioned", "utilisation_pct", "held_pct", "node_hours_held", "served_pods_pct")
 
 
 def check_times(pods):
@@ -91,11 +96,13 @@ class DepartureReplay(object):
         self.heap = []
         self.allocated = 0.0
         self.counter = 0
-        self.integral = {"held": 0.0, "allocated": 0.0, "reconf": 0.0, "provisioned": 0.0}
+        self.integral = {"held": 0.0, "allocated": 0.0, "reconf": 0.0, "provisioned": 0.0, "nodes": 0.0}
         self.last = self.start
         self.next_sample = self.start
         self.timeline = []
         self.held = 0
+        self.held_nodes = 0
+        self.prov = 0
         self.reconf = 0
         self.held_peak = 0
         self.reconfigured = 0
@@ -106,7 +113,7 @@ class DepartureReplay(object):
         self.evicted_run = {}  # k -> seconds run before its evictions
         self.last_bind = {}  # k -> time of its latest binding after an eviction (None: pending again)
         self.evicted_now = []
-        self.provisioned = engine.c.total_gpus  # GPUs provisioned now (the autoscaler changes it)
+        self.provisioned = engine.c.total_gpus  # GPUs provisioned now (autoscaler.py changes it)
 
     # ------------------------------------------------------------------ events
     def push(self, t, typ, payload):
@@ -213,17 +220,35 @@ class DepartureReplay(object):
             self.integral["held"] += self.held * dt
             self.integral["allocated"] += self.allocated / MILLI * dt
             self.integral["reconf"] += self.reconf * dt
-            self.integral["provisioned"] += self.provisioned * dt
+            self.integral["provisioned"] += self.prov * dt
+            self.integral["nodes"] += self.held_nodes * dt
         while self.next_sample < t and self.next_sample <= self.end:
             self.timeline.append({"hour": round((self.next_sample - self.start) / 3600.0, 3), "held_gpus": self.held,
                                   "allocated_gpus": round(self.allocated / MILLI, 3), "pending_pods": len(self.pending),
                                   "running_pods": len(self.where), "reconfiguring_gpus": self.reconf,
-                                  "reconfigured_gpus": self.reconfigured, "provisioned_gpus": self.provisioned})
+                                  "reconfigured_gpus": self.reconfigured, "provisioned_gpus": self.prov})
             self.next_sample += self.step
         self.last = max(self.last, t)
 
+    def provisioned_gpus(self):
+        """GPUs provisioned now (integrated into ``gpu_hours_provisioned``): the static cluster's GPUs, or with
+        an autoscaler (autoscaler.py) the GPUs of the nodes up or booting, which it keeps in ``provisioned``."""
+        return self.provisioned
+
+    def held_nodes_now(self):
+        """Nodes with at least one pod (or a GPU being reconfigured): those that could not be released now."""
+        busy = self.e.pods_left != self.e.c.pods
+        used = getattr(self.e, "used", None)
+        if used is not None:
+            busy = busy | used.any(axis=1)
+        if self.asc is not None:
+            busy = busy & self.asc.up  # absent and booting nodes are masked (no pod slot), not busy
+        return int(busy.sum())
+
     def _measure(self):
         self.held = self.e.held_gpus()
+        self.held_nodes = self.held_nodes_now()
+        self.prov = self.provisioned_gpus()
         self.reconf = int(self.e.reconf.sum()) if hasattr(self.e, "reconf") else 0
         self.held_peak = max(self.held_peak, self.held)
 
@@ -335,7 +360,6 @@ def summarise(dr):
         "held_gpus_mean": round(dr.integral["held"] / span, 2),
         "held_gpus_peak": dr.held_peak,
         "gpu_hours_reconfiguring": round(dr.integral["reconf"] / 3600.0, 2),
-        "gpu_hours_provisioned": round(dr.integral["provisioned"] / 3600.0, 2),
         "reconfigured_gpus": dr.reconfigured,
         "reconfigured_gpus_per_day": round(dr.reconfigured / days, 2) if days > 0 else 0.0,
         "replans": rp.replans if rp is not None else 0,
@@ -343,6 +367,16 @@ def summarise(dr):
         "planner_seconds": round(rp.planner_seconds, 3) if rp is not None else 0.0,
         "trace_hours": round(span / 3600.0, 2),
     }
+    prov_s = dr.integral["provisioned"]
+    out["gpu_hours_provisioned"] = round(prov_s / 3600.0, 2)
+    out["utilisation_pct"] = round(100.0 * req_s / prov_s, 3) if prov_s > 0 else None
+    out["held_pct"] = round(100.0 * dr.integral["held"] / prov_s, 3) if prov_s > 0 else None
+    out["node_hours_held"] = round(dr.integral["nodes"] / 3600.0, 2)
+    out["served_pods_pct"] = round(100.0 * placed / len(dr.seq), 3) if dr.seq else None
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import classes
+
+    out["by_class"] = classes.by_class(dr.seq, dr.arr, dr.bind, end, dr._deletion, ran=dr.run_seconds,
+                                       prio=dr.pre.prio if dr.pre is not None else None)
     return out
 
 

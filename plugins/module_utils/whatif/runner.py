@@ -67,6 +67,8 @@ DEFAULTS = {
     # strategies of the replay with departures (issue 33): preemption.py, autoscaler.py, baselines.py
     "priorities": None, "autoscaler": None, "planned_percentile": 95.0, "replan_scope": "gpu",
     "replan_drain": "requeue",
+    # load, time and capacity (load.py, capacity.py, stats.py)
+    "window": None, "load_factor": 1.0, "cluster_gpus": None, "capacity_search": None, "baseline": None,
 }
 
 
@@ -134,6 +136,7 @@ def normalise(params):
         raise GpuOpsError("sharing planned needs plan (the result of gpuops.k8s.gpu_plan), or departures: true (then "
                           "it is planned from the workload's concurrent demand, see planned_percentile)")
     _check_departures(p)
+    _check_capacity(p)
     if p["prices"] is not None:
         if not isinstance(p["prices"], dict):
             raise GpuOpsError("prices must be a mapping {model: USD per GPU-hour}")
@@ -177,6 +180,32 @@ def _check_departures(p):
                               % (timed_only, "it re-plans as pods arrive and leave over the trace's time"
                                  if timed_only == "replanned" else "it is planned from the concurrent demand over the "
                                  "trace's time", ", ".join(valid)), valid=valid)
+
+
+def _check_capacity(p):
+    """``window``, ``load_factor``, ``cluster_gpus``, ``capacity_search`` and ``baseline``."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity, load
+
+    load.check(p)
+    p["capacity_search"] = capacity.check(p["capacity_search"])
+    if p["capacity_search"] is not None and not p["departures"]:
+        raise GpuOpsError("capacity_search needs departures: true (the service target is met over the trace's time)")
+    b = p["baseline"]
+    if b is not None:
+        labels = run_labels(p)
+        if b not in labels:
+            raise GpuOpsError("baseline %r is not one of the runs: %s" % (b, ", ".join(labels)), valid=labels)
+
+
+def run_labels(p):
+    """The names of the runs: ``sharing`` (one scoring), ``sharing/scoring`` otherwise; both are accepted."""
+    out = []
+    for sh in p["sharing"]:
+        for sc in p["scoring"]:
+            if len(p["scoring"]) == 1:
+                out.append(sh)
+            out.append("%s/%s" % (sh, sc))
+    return out
 
 
 def load_inputs(p):

@@ -125,6 +125,7 @@ def test_priorities_through_the_runner():
     assert s["by_priority"]["1000"]["served_pct"] == 100.0
     # a (BE): ran 10 s, evicted, back at 110 to 1000: 900 of 1000 s, 2 GPUs
     assert s["by_priority"]["0"]["served_pct"] == 90.0
+    assert s["by_class"]["priority:0"]["served_pct"] == 90.0 and s["by_class"]["priority:1000"]["pods"] == 2
 
 
 def test_preemption_lowest_sum_of_victim_priorities_before_latest_start():
