@@ -76,8 +76,8 @@ class Hopeless(Exception):
 class BoundedReplay(departures.DepartureReplay):
     """A DepartureReplay that stops (raises Hopeless) as soon as ``target`` cannot be met any more."""
 
-    def __init__(self, engine, seq, end, target, replanner=None):
-        departures.DepartureReplay.__init__(self, engine, seq, end, replanner)
+    def __init__(self, engine, seq, end, target, replanner=None, preemptor=None):
+        departures.DepartureReplay.__init__(self, engine, seq, end, replanner, preemptor=preemptor)
         from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
 
         np = whatif_engine.np
@@ -103,7 +103,7 @@ class BoundedReplay(departures.DepartureReplay):
 
     def _try(self, k, t):
         ok = departures.DepartureReplay._try(self, k, t)
-        if ok:
+        if ok and self.np.isnan(self.b_arr[k]):  # the first binding (a preempted pod binds again later)
             self.b_arr[k] = t
         return ok
 
@@ -204,7 +204,14 @@ class Prober(object):
             if self.scoring != "fgd":
                 eng.frag = _NoFrag()
             self.replays += 1
-            dr = BoundedReplay(eng, self.seq, self.end, self.target, rp)
+            pre = None
+            if self.p.get("priorities"):
+                from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
+
+                pre = preemption.Preemptor(preemption.pod_priorities(self.seq, self.p["priorities"]), seed=k)
+            dr = BoundedReplay(eng, self.seq, self.end, self.target, rp, preemptor=pre)
+            if pre is not None:
+                pre.attach(dr)
             try:
                 dr.run()
                 out = departures.summarise(dr)

@@ -379,3 +379,17 @@ def test_node_scope_wait_cordons_and_waits_for_every_changing_gpu(monkeypatch):
     pods = [pod("A", 0, 100, None), pod("B", 5, 200, None, milli=300), pod("D", 10, 300, None)]
     dr, rp, s = node_replay("node", "wait", monkeypatch, pods)
     assert dr.bind == [0, 120, None] and rp.drain_wait_s == 95.0
+
+
+def test_capacity_search_with_priorities_preempts():
+    # a (lo) 0..1000 and b (hi) 10..2000, target: p95 start delay 0 s. Without priorities one GPU makes b wait
+    # 990 s (p95 of 0 and 990 > 0): two GPUs. With them b preempts a at 10 and starts at once; a started at 0
+    # (and is deleted pending at 1000): one GPU is enough
+    pods = [pod("a", 0, 1000, "lo"), pod("b", 10, 2000, "hi")]
+    base = {"nodes": [node("n%d" % i, "V100M16", gpus=1) for i in range(4)], "pods": pods, "departures": True,
+            "inflation": 0, "order": "file", "scoring": "best-fit", "capacity_search": {"start_delay_p95_s": 0}}
+    assert runner.run(dict(base))["runs"][0]["capacity"]["gpus"] == 2
+    assert runner.run(dict(base, priorities=PRIO))["runs"][0]["capacity"]["gpus"] == 1
+    with pytest.raises(GpuOpsError) as err:
+        runner.run(dict(base, autoscaler={}))
+    assert "autoscaler and capacity_search do not go together" in err.value.msg
