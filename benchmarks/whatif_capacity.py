@@ -45,9 +45,10 @@ BASE_STRATEGIES = {
 }
 # the strategies of branch capstrat (issue 33, section 3), run when the collection has their options
 EXTRA = {
-    "priority": ("exclusive + priorities and preemption", {"sharing": ["exclusive"], "priorities": {}}, "priorities"),
+    "priority": ("exclusive + priorities and preemption", {"sharing": ["exclusive"], "priorities": "default"},
+                 "priorities"),
     "elastic": ("exclusive + autoscaler", {"sharing": ["exclusive"], "autoscaler": {}}, "autoscaler"),
-    "combined": ("fractional + priorities + autoscaler", {"sharing": ["fractional"], "priorities": {},
+    "combined": ("fractional + priorities + autoscaler", {"sharing": ["fractional"], "priorities": "default",
                                                           "autoscaler": {}}, "autoscaler"),
 }
 FIELDS = ("gpus", "usd_per_hour", "utilisation_pct", "held_pct", "served_pct", "served_pods_pct")

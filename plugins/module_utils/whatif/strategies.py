@@ -67,9 +67,9 @@ def check(p, sharings):
     if p["replan_drain"] not in REPLAN_DRAINS:
         raise GpuOpsError("replan_drain must be one of %s, not %r" % (", ".join(REPLAN_DRAINS), p["replan_drain"]),
                           valid=list(REPLAN_DRAINS))
-    if p.get("capacity_search") is not None and p["autoscaler"] is not None:
-        raise GpuOpsError("autoscaler and capacity_search do not go together: the autoscaler's capacity follows demand "
-                          "up to max_nodes; compare its gpu_hours_provisioned with a static run's instead")
+    if p.get("capacity_search") is not None and p["autoscaler"] is not None and p["autoscaler"]["max_nodes"] is not None:
+        raise GpuOpsError("autoscaler.max_nodes and capacity_search do not go together: the search sizes the pool the "
+                          "autoscaler may bring up (max_nodes is the size searched)")
     if not p["departures"]:
         for key in ("priorities", "autoscaler"):
             if p[key] is not None:

@@ -391,5 +391,19 @@ def test_capacity_search_with_priorities_preempts():
     assert runner.run(dict(base))["runs"][0]["capacity"]["gpus"] == 2
     assert runner.run(dict(base, priorities=PRIO))["runs"][0]["capacity"]["gpus"] == 1
     with pytest.raises(GpuOpsError) as err:
-        runner.run(dict(base, autoscaler={}))
-    assert "autoscaler and capacity_search do not go together" in err.value.msg
+        runner.run(dict(base, autoscaler={"max_nodes": 3}))
+    assert "autoscaler.max_nodes and capacity_search do not go together" in err.value.msg
+
+
+def test_capacity_search_with_the_autoscaler_sizes_the_pool():
+    # two whole-GPU pods 0..1000 s and one 5000..6000 s, target served 100 %, nodes of 1 GPU, none up at the
+    # start, Ready 0 s after the ask, removed 100 s idle: a pool of 2 serves everything. Provisioned: 2 GPUs
+    # 0..1000 (+ 100 s idle each), then 1 GPU 5000..6000 (the trace ends at 6000): 2 x 1100 + 1000 GPU-s
+    pods = [pod("a", 0, 1000, None), pod("b", 0, 1000, None), pod("c", 5000, 6000, None)]
+    out = runner.run({"nodes": [node("n%d" % i, "V100M16", gpus=1) for i in range(4)], "pods": pods,
+                      "departures": True, "inflation": 0, "order": "file", "scoring": "best-fit",
+                      "capacity_search": {"served_pct": 100},
+                      "autoscaler": {"scale_up_delay_s": 0, "scale_down_after_s": 100, "min_nodes": 0}})
+    cap = out["runs"][0]["capacity"]
+    assert cap["gpus"] == 2 and cap["met"] is True
+    assert cap["gpu_hours_provisioned"] == round((2 * 1100 + 1000) / 3600.0, 2)
