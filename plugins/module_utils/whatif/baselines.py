@@ -145,6 +145,9 @@ def plan_layouts(nodes, seq, end, q, mig_shape, table=None):
                               % (dict((str(c), n) for c, n in counts.items()), err.msg))
         if not plan.get("mig_parted_config", {}).get("mig-configs"):
             plan = {"mig_parted_config": {"version": "v1", "mig-configs": {}}, "node_configs": []}
+        # nodes the plan leaves alone come back with mig_config None: they keep whole GPUs
+        plan = {"mig_parted_config": plan["mig_parted_config"],
+                "node_configs": [c for c in plan.get("node_configs") or [] if c.get("mig_config")]}
     table, layouts = whatif_mig.planned_layouts(nodes, plan, mig_shape, table) if plan["node_configs"] else \
         whatif_mig.exclusive_layouts(nodes, table)
     names = dict((c, "whole-%d" % c[1] if c[0] == "whole" else dummy_t.kinds[c[1]].profile) for c in counts)

@@ -407,3 +407,13 @@ def test_capacity_search_with_the_autoscaler_sizes_the_pool():
     cap = out["runs"][0]["capacity"]
     assert cap["gpus"] == 2 and cap["met"] is True
     assert cap["gpu_hours_provisioned"] == round((2 * 1100 + 1000) / 3600.0, 2)
+
+
+def test_planned_leaves_the_nodes_the_plan_does_not_use_whole():
+    # the same demand on two nodes: the plan lays out one GPU (p50: two 3g slices) and names the other node
+    # with no config; that node keeps whole GPUs (s1, s2 still find no 3g slice)
+    out = runner.run({"nodes": [node("n0", "T4"), node("n1", "T4")], "pods": SHARE, "departures": True,
+                      "inflation": 0, "order": "file", "scoring": "best-fit", "sharing": "planned",
+                      "planned_percentile": 50})
+    s = out["summary"]
+    assert s["planned_for"]["demand"] == {"3g.40gb": 2} and s["served_pct"] == round(100.0 * 200 / 220, 3)
