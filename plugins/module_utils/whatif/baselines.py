@@ -125,6 +125,26 @@ def class_demand(seq, end, q, mig_shape):
     return dict((c, time_percentile(s, q)) for c, s in segs.items()), table, shape
 
 
+def _plan(plan_nodes, items, nodes, mig_shape):
+    """One planner call (heuristic, min_gpus, no LP bound) -> ``{mig_parted_config, node_configs}``: through the
+    typed API (plan.api) where the collection has it, else through the params dict."""
+    try:
+        from ansible_collections.gpuops.k8s.plugins.module_utils.plan import api as plan_api
+    except ImportError:
+        plan_api = None
+    if plan_api is None or not hasattr(plan_api, "PlanRequest"):
+        return solver.plan({"nodes": plan_nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
+                            "bound": False, "lp_rounding": False})
+    typed_nodes = [plan_api.Node(n.name, (whatif_mig.shape_of(n.model, mig_shape),) * n.gpus) for n in nodes if n.gpus]
+    typed_items = [plan_api.Item(i, it["tenant"], it["name"], int(it["replicas"]), float(it["memory_gb"]),
+                                 None if it.get("compute") is None else float(it["compute"]), it["kind"],
+                                 it["isolation"], gpus_per_replica=int(it.get("gpus_per_replica", 1)))
+                   for i, it in enumerate(items)]
+    request = plan_api.PlanRequest(typed_nodes, typed_items, plan_api.PlanOptions(
+        objective="min_gpus", solver="heuristic", bound=False, lp_rounding=False))
+    return solver.plan(request).as_dict()
+
+
 def plan_layouts(nodes, seq, end, q, mig_shape, table=None):
     """``(table, layouts, plan)`` for ``planned`` (``q`` = planned_percentile) and ``hindsight`` (``q`` = 100)."""
     counts, dummy_t, shape = class_demand(seq, end, q, mig_shape)
@@ -138,8 +158,7 @@ def plan_layouts(nodes, seq, end, q, mig_shape, table=None):
         plan = {"mig_parted_config": {"version": "v1", "mig-configs": {}}, "node_configs": []}
     else:
         try:
-            plan = solver.plan({"nodes": plan_nodes, "demand": items, "objective": "min_gpus", "solver": "heuristic",
-                                "bound": False, "lp_rounding": False})
+            plan = _plan(plan_nodes, items, nodes, mig_shape)
         except GpuOpsError as err:
             raise GpuOpsError("planned by concurrent demand: the planner refused the demand %s: %s"
                               % (dict((str(c), n) for c, n in counts.items()), err.msg))
