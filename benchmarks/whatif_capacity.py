@@ -23,6 +23,7 @@ all-balanced), static ``planned`` (gpu_plan for the workload's pod counts, as be
 Writes whatif-capacity.md and whatif-capacity-<workload>.svg into --out (and the SVGs into --img).
 """
 import argparse
+import json
 import os
 import sys
 import time
@@ -35,6 +36,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg, writ
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner, stats  # noqa: E402
 
 FLAT_PRICE = 1.0
+CACHE = None  # --cache: results per workload, load factor, strategy and seeds, reused by later runs
 # strategy -> (label, extra gpu_whatif params); "plan" is filled in per workload
 BASE_STRATEGIES = {
     "exclusive": ("exclusive (whole GPUs, today's default)", {"sharing": ["exclusive"]}),
@@ -82,19 +84,30 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
     base["prices"] = dict((m, FLAT_PRICE) for m in models)
     out = {}
     for name, label, extra in strats:
+        key = os.path.join(CACHE, "%s-x%g-%s-%s-%d-%g-%s.json" % (workload, factor, name, scoring, seeds[0], served,
+                                                                  len(seeds)))
+        if CACHE and os.path.exists(key):
+            with open(key) as f:
+                out[name] = json.load(f)
+            print("  %-45s (cached: %s)" % (label, key))
+            continue
         params = dict(base, **extra)
         if name == "planned":
             params["plan"], dummy = whatif_replanned.static_plan(nodes_all, pods, 1.3)
-        t0 = time.time()
+        t0, c0 = time.time(), time.process_time()
         res = runner.run(params)
         run = res["runs"][0]
         out[name] = {"label": label, "capacity": run["capacity"], "summary": run["summary"],
-                     "seconds": time.time() - t0}
+                     "seconds": time.time() - t0, "cpu_seconds": time.process_time() - c0}
+        if CACHE:
+            os.makedirs(CACHE, exist_ok=True)
+            with open(key, "w") as f:
+                json.dump(out[name], f)
         cap = run["capacity"]
-        print("  %-45s GPUs %7.1f (%s)  util %6.2f %%  served %.3f %%  met %d/%d  %.0f s, %.1f replays/seed" % (
+        print("  %-45s GPUs %7.1f (%s)  util %6.2f %%  served %.3f %%  met %d/%d  %.0f s (CPU %.0f s), %.1f replays/seed" % (
             label, cap["gpus"], ", ".join(str(c["gpus"]) for c in cap.get("per_seed", [cap])), cap["utilisation_pct"],
             cap["served_pct"], cap.get("met_seeds", int(cap["met"])), len(seeds), out[name]["seconds"],
-            cap["replays"]))
+            out[name]["cpu_seconds"], cap["replays"]))
         sys.stdout.flush()
     return out, {"gpus": sum(n.gpus for n in nodes_all), "pods": len(pods)}
 
@@ -215,7 +228,10 @@ def main(argv=None):
     ap.add_argument("--scoring", default="kube-default")
     ap.add_argument("--out", default=os.path.join(whatif_sweep.TOP, ".build", "whatif", "capacity"))
     ap.add_argument("--img", help="also write the SVGs there (docs/img)")
+    ap.add_argument("--cache", help="keep each strategy's result there and reuse it (runs in parallel fill it)")
     args = ap.parse_args(argv)
+    global CACHE
+    CACHE = args.cache
     csv_dir = whatif_sweep.trace_dir(args.trace)
     seeds = list(range(42, 42 + args.seeds))
     strats = strategies(args.strategies.split(","))
