@@ -45,11 +45,17 @@ BASE_STRATEGIES = {
     "planned": ("planned (static gpu_plan, pod counts)", {"sharing": ["planned"]}),
     "replanned": ("replanned (from whole GPUs)", {"sharing": ["replanned"]}),
 }
-# the strategies of branch capstrat (issue 33, section 3), run when the collection has their options
+# the strategies of branch capstrat (issue 33, section 3), run when the collection has their options: name ->
+# (label, params, the runner.DEFAULTS key or runner.SHARINGS value they need). Extend here.
 EXTRA = {
-    "priority": ("exclusive + priorities and preemption", {"sharing": ["exclusive"], "priorities": {}}, "priorities"),
+    "planned-p95": ("planned (static, sized by concurrent demand p95)", {"sharing": ["planned"]}, "planned_percentile"),
+    "hindsight": ("hindsight (best static layout)", {"sharing": ["hindsight"]}, "hindsight"),
+    "replanned-node": ("replanned, node-level (drain: requeue)", {"sharing": ["replanned"], "replan_scope": "node",
+                                                                  "replan_drain": "requeue"}, "replan_scope"),
+    "priority": ("exclusive + priorities and preemption", {"sharing": ["exclusive"], "priorities": "default"},
+                 "priorities"),
     "elastic": ("exclusive + autoscaler", {"sharing": ["exclusive"], "autoscaler": {}}, "autoscaler"),
-    "combined": ("fractional + priorities + autoscaler", {"sharing": ["fractional"], "priorities": {},
+    "combined": ("fractional + priorities + autoscaler", {"sharing": ["fractional"], "priorities": "default",
                                                           "autoscaler": {}}, "autoscaler"),
 }
 FIELDS = ("gpus", "usd_per_hour", "utilisation_pct", "held_pct", "served_pct", "served_pods_pct")
@@ -62,16 +68,17 @@ def strategies(names):
             out.append((n,) + BASE_STRATEGIES[n])
         elif n in EXTRA:
             label, extra, option = EXTRA[n]
-            if option in runner.DEFAULTS:
+            if _has(option):
                 out.append((n, label, extra))
             else:
                 print("skipped %s: this branch has no option %r (issue 33 section 3, branch capstrat)" % (n, option))
         else:
             raise SystemExit("unknown strategy %s; known: %s" % (n, ", ".join(list(BASE_STRATEGIES) + list(EXTRA))))
-    for n, (label, extra, option) in EXTRA.items():
-        if n not in names and option in runner.DEFAULTS:
-            out.append((n, label, extra))
     return out
+
+
+def _has(option):
+    return option in runner.DEFAULTS or option in runner.SHARINGS
 
 
 def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
@@ -192,10 +199,14 @@ def claims(results, sizes):
 
     lines.append(lift("mig", 35, "MIG +35 % (static, half all-balanced)"))
     lines.append(lift("planned", 35, "MIG +35 % (static gpu_plan layout)"))
-    lines.append(lift("replanned", 35, "MIG +35 % (re-planned layouts)"))
+    lines.append(lift("planned-p95", 35, "MIG +35 % (static layout sized by concurrent demand)"))
+    lines.append(lift("hindsight", 35, "MIG +35 % (hindsight-best static layout)"))
+    lines.append(lift("replanned", 35, "MIG +35 % (re-planned layouts, per GPU)"))
+    lines.append(lift("replanned-node", 35, "MIG +35 % (re-planned layouts, per node as mig-parted)"))
     lines.append(lift("fractional", 25, "time-slicing +25 %"))
     lines.append(lift("priority", 15, "priority scheduling +15 %"))
     lines.append(lift("elastic", 10, "elastic capacity +10 %"))
+    lines.append(lift("combined", 50, "combined +50 % (fractional + priorities + autoscaler)"))
     best = max((k for k in out if k != "exclusive"), key=lambda k: out[k]["capacity"]["utilisation_pct"], default=None)
     if best:
         b = out[best]["capacity"]
@@ -222,7 +233,9 @@ def main(argv=None):
     ap.add_argument("--trace")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--workloads", default="default:4,gpushare40:4,gpuspec20:4")
-    ap.add_argument("--strategies", default="exclusive,fractional,mig,planned,replanned")
+    ap.add_argument("--strategies", default="exclusive,fractional,mig,planned,replanned,planned-p95,hindsight,"
+                                            "replanned-node,priority,elastic,combined",
+                    help="those of EXTRA run only where the collection has their option")
     ap.add_argument("--sizes", default="1,16", help="more load factors of the default workload ('' : none)")
     ap.add_argument("--served", type=float, default=99.0)
     ap.add_argument("--scoring", default="kube-default")
