@@ -36,6 +36,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg, writ
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner, stats  # noqa: E402
 
 FLAT_PRICE = 1.0
+CACHED_ONLY = False
 CACHE = None  # --cache: results per workload, load factor, strategy and seeds, reused by later runs
 # strategy -> (label, extra gpu_whatif params); "plan" is filled in per workload
 BASE_STRATEGIES = {
@@ -98,6 +99,9 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
                 out[name] = json.load(f)
             print("  %-45s (cached: %s)" % (label, key))
             continue
+        if CACHED_ONLY:
+            print("  %-45s not in the cache: left out (--cached-only)" % label)
+            continue
         params = dict(base, **extra)
         if name == "planned":
             params["plan"], dummy = whatif_replanned.static_plan(nodes_all, pods, 1.3)
@@ -124,6 +128,8 @@ def per_seed(cap):
 
 
 def paired(out, baseline="exclusive"):
+    if baseline not in out:
+        return {}
     per_run = dict((k, per_seed(v["capacity"])) for k, v in out.items())
     return stats.paired(per_run, baseline, FIELDS, relative=("gpus", "utilisation_pct"))
 
@@ -161,6 +167,8 @@ def _ci(d):
 def claims(results, sizes):
     """The seed's claims, each confirmed or refuted from the default workload's figures."""
     out, diffs = results
+    if "exclusive" not in out:
+        return "(no exclusive baseline)\n"
     ex = out["exclusive"]["capacity"]
     u = stats.mean_ci([c["utilisation_pct"] for c in per_seed(ex)])
     lines = []
@@ -242,9 +250,11 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(whatif_sweep.TOP, ".build", "whatif", "capacity"))
     ap.add_argument("--img", help="also write the SVGs there (docs/img)")
     ap.add_argument("--cache", help="keep each strategy's result there and reuse it (runs in parallel fill it)")
+    ap.add_argument("--cached-only", action="store_true", help="report only what --cache holds")
     args = ap.parse_args(argv)
-    global CACHE
+    global CACHE, CACHED_ONLY
     CACHE = args.cache
+    CACHED_ONLY = args.cached_only
     csv_dir = whatif_sweep.trace_dir(args.trace)
     seeds = list(range(42, 42 + args.seeds))
     strats = strategies(args.strategies.split(","))
