@@ -77,14 +77,17 @@ options:
       - V(exclusive) - one pod per whole GPU, gpu_milli rounded up (the default device plugin).
       - V(fractional) - the trace's GPU sharing (time-slicing/MPS with gpu_milli).
       - V(mig) - GPUs partitioned as O(mig_config); each sharing request takes the smallest fitting slice.
-      - V(planned) - the per-node MIG layouts of O(plan) (a gpuops.k8s.gpu_plan result).
+      - V(planned) - the per-node MIG layouts of O(plan) (a gpuops.k8s.gpu_plan result); with O(departures=true) and
+        no O(plan), the planner's layout for the O(planned_percentile) of each request class's concurrent demand.
+      - V(hindsight) - (needs O(departures=true)) the planner's static layout for the peak concurrent demand of each
+        request class over the replayed window, known in advance - the strongest static baseline.
       - V(replanned) - MIG layouts re-planned by the collection's planner while the trace runs (needs
         O(departures=true)) - every O(replan_every_h) hours and when pods pend, on empty GPUs only, at most
         O(replan_budget) GPUs per re-plan, each unavailable for O(reconfigure_s). Starts from O(plan), else
-        O(mig_config), else whole GPUs.
+        O(mig_config), else whole GPUs. O(replan_scope) and O(replan_drain) choose per-GPU or per-node changes.
     type: list
     elements: str
-    choices: [exclusive, fractional, mig, planned, replanned]
+    choices: [exclusive, fractional, mig, planned, replanned, hindsight]
     default: [exclusive]
   inflation:
     description:
@@ -180,6 +183,48 @@ options:
     description: For O(sharing=replanned), seconds a reconfigured GPU is unavailable (>= 0). Only empty GPUs are reconfigured.
     type: float
     default: 120
+  replan_scope:
+    description:
+      - For O(sharing=replanned), V(gpu) - one empty GPU changes while its node's other GPUs run pods (what DRA
+        dynamic MIG allows); V(node) - the planner gets whole nodes and a node's changing GPUs are reconfigured
+        together, as mig-parted applies a node's config, after they are drained (O(replan_drain)).
+    type: str
+    choices: [gpu, node]
+    default: gpu
+  replan_drain:
+    description:
+      - For O(replan_scope=node), how the GPUs that change are emptied - V(requeue) evicts their pods at once (back
+        to the pending queue, keeping their deletion time); V(wait) cordons them and starts the change when their
+        last pod has left.
+    type: str
+    choices: [requeue, wait]
+    default: requeue
+  planned_percentile:
+    description:
+      - For O(sharing=planned) with O(departures=true) and no O(plan), the time-weighted percentile (0, 100] of each
+        request class's concurrent demand that the planner sizes the layout for.
+    type: float
+    default: 95
+  priorities:
+    description:
+      - With O(departures=true), pod priorities from the trace's C(qos) - a mapping C(qos) to integer, or V(default)
+        (C(LS) and C(Guaranteed) 1000, C(Burstable) 500, C(BE) 0). A pod without C(qos) gets 0; a C(qos) the
+        mapping does not name fails, naming the values it has.
+      - The pending queue is then retried highest priority first, and a pod that fits nowhere preempts pods of lower
+        priority as kube-scheduler's DefaultPreemption does (the victims go back to the pending queue). RV(summary)
+        gains C(evictions) and C(by_priority) (pods, served_pct, pods_never_placed, start_delay_p95_s,
+        pods_preempted per priority).
+      - Omitted - every pod has priority 0 and nothing is preempted.
+    type: raw
+  autoscaler:
+    description:
+      - With O(departures=true), elastic capacity with Cluster Autoscaler semantics - a pool of C(max_nodes) nodes
+        (default the node sample's count; node groups are its node shapes) of which C(min_nodes) (default 0) are up at
+        the start; a pending pod makes the autoscaler ask for a node of the group that fits it with the least waste,
+        Ready after C(scale_up_delay_s) (default 300); a node empty for C(scale_down_after_s) (default 600) is
+        removed. RV(summary) gains C(scale_ups), C(scale_downs), C(nodes_peak); C(gpu_hours_provisioned) follows
+        the nodes up or booting.
+    type: dict
   window:
     description:
       - With O(departures=true), the replayed time. V(active) (the default) - from the first arrival to the last
@@ -293,7 +338,10 @@ summary:
       utilisation_pct (requested / provisioned GPU-time), held_pct (held / provisioned GPU-time),
       node_hours_held (nodes with a pod, over time), served_pods_pct (pods placed, of the pods) and by_class
       (per class - whole, shared, multi-gpu, cpu, short (< 1 h), long, qos:<value> - pods, served_pct,
-      served_pods_pct, start_delay_p95_s, pods_never_placed).
+      served_pods_pct, start_delay_p95_s, pods_never_placed);
+      with O(priorities) evictions, by_priority and by_class entries priority:<value>; with O(autoscaler)
+      scale_ups, scale_downs, nodes_peak, pool_nodes; with O(replan_scope=node) drain_evictions and drain_wait_s;
+      for V(planned) without O(plan) and V(hindsight) planned_for (percentile, demand per class).
     - With O(seeds) - means, plus spread (stdev, min, max per field), seeds and per_seed.
   returned: success
   type: dict
@@ -397,6 +445,11 @@ def main():
             replan_min_interval_h=dict(type="float", default=0.5),
             replan_budget=dict(type="raw", default="5%"),
             reconfigure_s=dict(type="float", default=120.0),
+            replan_scope=dict(type="str", default="gpu", choices=["gpu", "node"]),
+            replan_drain=dict(type="str", default="requeue", choices=["requeue", "wait"]),
+            planned_percentile=dict(type="float", default=95.0),
+            priorities=dict(type="raw"),
+            autoscaler=dict(type="dict"),
             window=dict(type="str", choices=["active", "whole"]),
             load_factor=dict(type="float", default=1.0),
             cluster_gpus=dict(type="int"),

@@ -76,8 +76,8 @@ class Hopeless(Exception):
 class BoundedReplay(departures.DepartureReplay):
     """A DepartureReplay that stops (raises Hopeless) as soon as ``target`` cannot be met any more."""
 
-    def __init__(self, engine, seq, end, target, replanner=None):
-        departures.DepartureReplay.__init__(self, engine, seq, end, replanner)
+    def __init__(self, engine, seq, end, target, replanner=None, preemptor=None, autoscaler=None):
+        departures.DepartureReplay.__init__(self, engine, seq, end, replanner, preemptor=preemptor, autoscaler=autoscaler)
         from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
 
         np = whatif_engine.np
@@ -103,7 +103,7 @@ class BoundedReplay(departures.DepartureReplay):
 
     def _try(self, k, t):
         ok = departures.DepartureReplay._try(self, k, t)
-        if ok:
+        if ok and self.np.isnan(self.b_arr[k]):  # the first binding (a preempted pod binds again later)
             self.b_arr[k] = t
         return ok
 
@@ -204,7 +204,22 @@ class Prober(object):
             if self.scoring != "fgd":
                 eng.frag = _NoFrag()
             self.replays += 1
-            dr = BoundedReplay(eng, self.seq, self.end, self.target, rp)
+            pre = None
+            if self.p.get("priorities"):
+                from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
+
+                pre = preemption.Preemptor(preemption.pod_priorities(self.seq, self.p["priorities"]), seed=k)
+            asc = None
+            if self.p.get("autoscaler") is not None:  # the sample is the pool the autoscaler may bring up
+                from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
+
+                cfg = dict(self.p["autoscaler"], max_nodes=None)
+                dummy_pool, initial = autoscaler.pool_nodes(nodes, cfg, k)
+                asc = autoscaler.Autoscaler(cfg, cluster, initial)
+            dr = BoundedReplay(eng, self.seq, self.end, self.target, rp, preemptor=pre, autoscaler=asc)
+            for hook in (pre, asc):
+                if hook is not None:
+                    hook.attach(dr)
             try:
                 dr.run()
                 out = departures.summarise(dr)

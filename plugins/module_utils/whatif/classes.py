@@ -61,19 +61,27 @@ def classes_of(pod):
     return out
 
 
-def by_class(seq, arrivals, bind, end, deletion):
+def by_class(seq, arrivals, bind, end, deletion, ran=None, prio=None):
     """``{class: {pods, served_pct, served_pods_pct, start_delay_p95_s, pods_never_placed}}`` of one replay.
     ``seq``: the Pods replayed (times), ``arrivals``: their engine tuples (request milli at index 4), ``bind``:
     the time each was bound (None: never), ``end``: the window's end, ``deletion(k)``: pod k's deletion time
-    (inf when none)."""
+    (inf when none); ``ran(k, stop)``: the seconds pod k ran up to ``stop`` when it may have been evicted and
+    bound again (preemption.py; default ``stop - bind``); ``prio``: the priority of each pod (with
+    ``priorities``), which adds the classes ``priority:<value>``."""
     acc = {}
     for k, p in enumerate(seq):
         gpus = arrivals[k][4] / MILLI
         stop = min(deletion(k), end)
         req = gpus * max(stop - p.creation_time, 0.0)
         b = bind[k]
-        served = gpus * max(stop - b, 0.0) if b is not None else 0.0
-        for c in classes_of(p):
+        if b is None:
+            served = 0.0
+        else:
+            served = gpus * (ran(k, stop) if ran is not None else max(stop - b, 0.0))
+        names = classes_of(p)
+        if prio is not None:
+            names.append("priority:%d" % prio[k])
+        for c in names:
             a = acc.setdefault(c, {"pods": 0, "req": 0.0, "served": 0.0, "waits": [], "never": 0})
             a["pods"] += 1
             a["req"] += req

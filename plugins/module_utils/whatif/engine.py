@@ -500,6 +500,8 @@ class SliceReplay(_Replay):
         self.fm = np.where(valid, MILLI * SCALE, -1).astype(np.int64)  # free (unallocated) scaled milli per GPU
         self.used = np.zeros((n, g), dtype=bool)
         self.reconf = np.zeros((n, g), dtype=bool)  # being reconfigured (set_gpu_units)
+        self.layouts0 = layouts  # the units installed at the start (gpu_units of a busy GPU)
+        self.installed = {}  # (node, gpu) -> units installed by set_gpu_units since
         self.nf = self.fc.sum(axis=1)  # [N, K] free units per node
         self.total_left = cluster.ngpu * (MILLI * SCALE)
         # kinds present per model, and the request -> kind map per model
@@ -645,6 +647,12 @@ class SliceReplay(_Replay):
             out.extend([int(u)] * int(self.fc[node, gi, u]))
         return out
 
+    def gpu_layout(self, node, gi):
+        """The units installed on one GPU, free or in use (``[]`` while it is being reconfigured)."""
+        if self.reconf[node, gi]:
+            return []
+        return sorted(self.installed.get((node, gi), self.layouts0[node][gi]))
+
     def set_gpu_units(self, node, gi, units):
         """Replace the units of an empty GPU (``units`` None: the GPU is taken away while it is being
         reconfigured - no units, counted as used and fully allocated)."""
@@ -660,6 +668,7 @@ class SliceReplay(_Replay):
             self.used[node, gi] = True
             self.reconf[node, gi] = True
         else:
+            self.installed[(node, gi)] = list(units)
             for u in units:
                 self.fc[node, gi, u] += 1
             self.nf[node] += self.fc[node, gi]

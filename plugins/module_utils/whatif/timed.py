@@ -15,12 +15,18 @@ Requires numpy (the engines); controller side only.
 
 from __future__ import annotations
 
+import random
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import baselines
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import classes
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import load
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import prepare
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replan_node
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import stats
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
@@ -35,18 +41,28 @@ def initial_layouts(nodes, p, table):
     return whatif_mig.exclusive_layouts(nodes, table)
 
 
-def build(cluster, nodes, pods, seq, rng, scoring, sharing, p):
-    """The engine of one run (not yet replayed) and its Replanner (None but for ``replanned``)."""
+def build(cluster, nodes, pods, seq, rng, scoring, sharing, p, end=None, info=None):
+    """The engine of one run (not yet replayed) and its Replanner (None but for ``replanned``). ``end``: the
+    trace's end, for ``planned`` without a plan and ``hindsight`` (baselines.py), which put what they planned
+    for in ``info`` (a dict)."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
 
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
-    unit_sharing = "mig" if sharing == "replanned" else sharing
+    unit_sharing = "mig" if sharing in ("replanned", "hindsight") else sharing
     typ = whatif_frag.Typical(prepare.typical_for(pods, unit_sharing, p["typical_threshold"]), cluster.models)
     arr = prepare.engine_arrivals(seq, unit_sharing)
     pct = p["percentage_of_nodes_to_score"]
     if sharing in ("exclusive", "fractional"):
         return whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, pct, tie), None
+    if sharing == "hindsight" or (sharing == "planned" and not p["plan"]):
+        if end is None:
+            end = departures.check_times(seq)
+        q = 100.0 if sharing == "hindsight" else p["planned_percentile"]
+        table, lay, planned = baselines.plan_layouts(nodes, seq, end, q, p["mig_shape"])
+        if info is not None:
+            info.update(planned)
+        return whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie), None
     if sharing in ("mig", "planned"):
         table, lay = prepare.layouts_for(sharing, nodes, p)
         return whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie), None
@@ -56,30 +72,86 @@ def build(cluster, nodes, pods, seq, rng, scoring, sharing, p):
     table, lay = initial_layouts(nodes, p, table)
     eng = whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, pct, tie)
     eng.use_kinds(kinds)
-    rp = replanned.Replanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"],
-                             replanned.budget_gpus(p["replan_budget"], cluster.total_gpus), p["reconfigure_s"])
+    budget = replanned.budget_gpus(p["replan_budget"], cluster.total_gpus)
+    if p["replan_scope"] == "node":
+        rp = replan_node.NodeReplanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"],
+                                       budget, p["reconfigure_s"], drain=p["replan_drain"])
+    else:
+        rp = replanned.Replanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"], budget,
+                                 p["reconfigure_s"])
     return eng, rp
+
+
+def replay_strategy(cluster, nodes, pods, times, stop, rng, scoring, sharing, p, mapping, replay=None):
+    """One run with its strategies (priorities, autoscaler, node-level re-plans, planned baselines):
+    ``(finished replay, summary)``. ``times``/``stop``: the retimed arrival sequence and its end; ``replay``: the
+    DepartureReplay class (capacity.py's bounded one)."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+
+    # seeds the preemption's node offsets and the autoscaler's pool without a draw from the run's stream
+    copy = random.Random()
+    copy.setstate(rng.getstate())
+    draw = copy.random()
+    asc = None
+    if p["autoscaler"] is not None:
+        pool, initial = autoscaler.pool_nodes(nodes, p["autoscaler"], draw)
+        cluster, nodes = whatif_engine.Cluster(pool), pool
+    info = {}
+    eng, rp = build(cluster, nodes, pods, times, rng, scoring, sharing, p, stop, info)
+    pre = None
+    if mapping is not None:
+        pre = preemption.Preemptor(preemption.pod_priorities(times, mapping), seed=draw)
+    if p["autoscaler"] is not None:
+        asc = autoscaler.Autoscaler(p["autoscaler"], cluster, initial)
+    dr = (replay or departures.DepartureReplay)(eng, times, stop, rp, preemptor=pre, autoscaler=asc)
+    for hook in (pre, asc):
+        if hook is not None:
+            hook.attach(dr)
+    dr.run()
+    summary = departures.summarise(dr)
+    if info:
+        summary["planned_for"] = info
+    if p["replan_scope"] == "node" and "replanned" in p["sharing"]:
+        node_rp = rp if sharing == "replanned" else None
+        summary.update(drain_evictions=node_rp.drain_evictions if node_rp else 0,
+                       drain_wait_s=round(node_rp.drain_wait_s, 1) if node_rp else 0.0)
+    if pre is not None:
+        summary["evictions"] = pre.evictions
+        summary["by_priority"] = preemption.by_priority(dr, departures.percentile)
+    if asc is not None:
+        summary.update(scale_ups=asc.scale_ups, scale_downs=asc.scale_downs, nodes_peak=asc.nodes_peak,
+                       pool_nodes=cluster.n)
+    return dr, summary
 
 
 def run(p, nodes_all, pods, t0, t_load, progress, clock):
     end = departures.check_times(pods)
     for sharing in p["sharing"]:
-        if sharing in ("mig", "planned"):
+        if sharing == "mig" or (sharing == "planned" and p["plan"]):
             prepare.layouts_for(sharing, nodes_all, p)
         if sharing == "replanned":
             initial_layouts(nodes_all, p, whatif_mig.UnitTable())
 
+    mapping = preemption.check_priorities(p["priorities"])
+    if mapping is not None:
+        preemption.pod_priorities(pods, mapping)  # an unknown qos fails before any replay
     if p["capacity_search"] is not None:
         return capacity_run(p, nodes_all, pods, end, t0, t_load, clock)
 
     def replay_one(cluster, nodes, seq, rng, sharing, scoring, per_seed, step):
-        eng, rp = build(cluster, nodes, pods, seq, rng, scoring, sharing, p)
         times, stop = timed_seq(seq, end, p)
-        dr = departures.DepartureReplay(eng, times, stop, rp).run()
-        return dr.timeline, departures.summarise(dr)
+        dr, summary = replay_strategy(cluster, nodes, pods, times, stop, rng, scoring, sharing, p, mapping)
+        return dr.timeline, summary
 
     out = {"departures": True}
-    out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, departures.SUMMARY_FIELDS,
+    fields = departures.SUMMARY_FIELDS
+    if mapping is not None:
+        fields += ("evictions",)
+    if p["autoscaler"] is not None:
+        fields += ("scale_ups", "scale_downs", "nodes_peak")
+    if p["replan_scope"] == "node" and "replanned" in p["sharing"]:
+        fields += ("drain_evictions", "drain_wait_s")
+    out.update(prepare.replay_runs(p, nodes_all, pods, replay_one, departures.mean_timeline, fields,
                                    (t0, t_load, clock), progress))
     finish(out, p, end)
     return out
