@@ -23,6 +23,7 @@ all-balanced), static ``planned`` (gpu_plan for the workload's pod counts, as be
 Writes whatif-capacity.md and whatif-capacity-<workload>.svg into --out (and the SVGs into --img).
 """
 import argparse
+import json
 import os
 import sys
 import time
@@ -35,6 +36,8 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg, writ
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner, stats  # noqa: E402
 
 FLAT_PRICE = 1.0
+CACHED_ONLY = False
+CACHE = None  # --cache: results per workload, load factor, strategy and seeds, reused by later runs
 # strategy -> (label, extra gpu_whatif params); "plan" is filled in per workload
 BASE_STRATEGIES = {
     "exclusive": ("exclusive (whole GPUs, today's default)", {"sharing": ["exclusive"]}),
@@ -43,8 +46,13 @@ BASE_STRATEGIES = {
     "planned": ("planned (static gpu_plan, pod counts)", {"sharing": ["planned"]}),
     "replanned": ("replanned (from whole GPUs)", {"sharing": ["replanned"]}),
 }
-# the strategies of branch capstrat (issue 33, section 3), run when the collection has their options
+# the strategies of branch capstrat (issue 33, section 3), run when the collection has their options: name ->
+# (label, params, the runner.DEFAULTS key or runner.SHARINGS value they need). Extend here.
 EXTRA = {
+    "planned-p95": ("planned (static, sized by concurrent demand p95)", {"sharing": ["planned"]}, "planned_percentile"),
+    "hindsight": ("hindsight (best static layout)", {"sharing": ["hindsight"]}, "hindsight"),
+    "replanned-node": ("replanned, node-level (drain: requeue)", {"sharing": ["replanned"], "replan_scope": "node",
+                                                                  "replan_drain": "requeue"}, "replan_scope"),
     "priority": ("exclusive + priorities and preemption", {"sharing": ["exclusive"], "priorities": "default"},
                  "priorities"),
     "elastic": ("exclusive + autoscaler", {"sharing": ["exclusive"], "autoscaler": {}}, "autoscaler"),
@@ -61,16 +69,17 @@ def strategies(names):
             out.append((n,) + BASE_STRATEGIES[n])
         elif n in EXTRA:
             label, extra, option = EXTRA[n]
-            if option in runner.DEFAULTS:
+            if _has(option):
                 out.append((n, label, extra))
             else:
                 print("skipped %s: this branch has no option %r (issue 33 section 3, branch capstrat)" % (n, option))
         else:
             raise SystemExit("unknown strategy %s; known: %s" % (n, ", ".join(list(BASE_STRATEGIES) + list(EXTRA))))
-    for n, (label, extra, option) in EXTRA.items():
-        if n not in names and option in runner.DEFAULTS:
-            out.append((n, label, extra))
     return out
+
+
+def _has(option):
+    return option in runner.DEFAULTS or option in runner.SHARINGS
 
 
 def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
@@ -83,19 +92,33 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
     base["prices"] = dict((m, FLAT_PRICE) for m in models)
     out = {}
     for name, label, extra in strats:
+        key = os.path.join(CACHE, "%s-x%g-%s-%s-%d-%g-%s.json" % (workload, factor, name, scoring, seeds[0], served,
+                                                                  len(seeds)))
+        if CACHE and os.path.exists(key):
+            with open(key) as f:
+                out[name] = json.load(f)
+            print("  %-45s (cached: %s)" % (label, key))
+            continue
+        if CACHED_ONLY:
+            print("  %-45s not in the cache: left out (--cached-only)" % label)
+            continue
         params = dict(base, **extra)
         if name == "planned":
             params["plan"], dummy = whatif_replanned.static_plan(nodes_all, pods, 1.3)
-        t0 = time.time()
+        t0, c0 = time.time(), time.process_time()
         res = runner.run(params)
         run = res["runs"][0]
         out[name] = {"label": label, "capacity": run["capacity"], "summary": run["summary"],
-                     "seconds": time.time() - t0}
+                     "seconds": time.time() - t0, "cpu_seconds": time.process_time() - c0}
+        if CACHE:
+            os.makedirs(CACHE, exist_ok=True)
+            with open(key, "w") as f:
+                json.dump(out[name], f)
         cap = run["capacity"]
-        print("  %-45s GPUs %7.1f (%s)  util %6.2f %%  served %.3f %%  met %d/%d  %.0f s, %.1f replays/seed" % (
+        print("  %-45s GPUs %7.1f (%s)  util %6.2f %%  served %.3f %%  met %d/%d  %.0f s (CPU %.0f s), %.1f replays/seed" % (
             label, cap["gpus"], ", ".join(str(c["gpus"]) for c in cap.get("per_seed", [cap])), cap["utilisation_pct"],
             cap["served_pct"], cap.get("met_seeds", int(cap["met"])), len(seeds), out[name]["seconds"],
-            cap["replays"]))
+            out[name]["cpu_seconds"], cap["replays"]))
         sys.stdout.flush()
     return out, {"gpus": sum(n.gpus for n in nodes_all), "pods": len(pods)}
 
@@ -105,6 +128,8 @@ def per_seed(cap):
 
 
 def paired(out, baseline="exclusive"):
+    if baseline not in out:
+        return {}
     per_run = dict((k, per_seed(v["capacity"])) for k, v in out.items())
     return stats.paired(per_run, baseline, FIELDS, relative=("gpus", "utilisation_pct"))
 
@@ -142,6 +167,8 @@ def _ci(d):
 def claims(results, sizes):
     """The seed's claims, each confirmed or refuted from the default workload's figures."""
     out, diffs = results
+    if "exclusive" not in out:
+        return "(no exclusive baseline)\n"
     ex = out["exclusive"]["capacity"]
     u = stats.mean_ci([c["utilisation_pct"] for c in per_seed(ex)])
     lines = []
@@ -180,10 +207,14 @@ def claims(results, sizes):
 
     lines.append(lift("mig", 35, "MIG +35 % (static, half all-balanced)"))
     lines.append(lift("planned", 35, "MIG +35 % (static gpu_plan layout)"))
-    lines.append(lift("replanned", 35, "MIG +35 % (re-planned layouts)"))
+    lines.append(lift("planned-p95", 35, "MIG +35 % (static layout sized by concurrent demand)"))
+    lines.append(lift("hindsight", 35, "MIG +35 % (hindsight-best static layout)"))
+    lines.append(lift("replanned", 35, "MIG +35 % (re-planned layouts, per GPU)"))
+    lines.append(lift("replanned-node", 35, "MIG +35 % (re-planned layouts, per node as mig-parted)"))
     lines.append(lift("fractional", 25, "time-slicing +25 %"))
     lines.append(lift("priority", 15, "priority scheduling +15 %"))
     lines.append(lift("elastic", 10, "elastic capacity +10 %"))
+    lines.append(lift("combined", 50, "combined +50 % (fractional + priorities + autoscaler)"))
     best = max((k for k in out if k != "exclusive"), key=lambda k: out[k]["capacity"]["utilisation_pct"], default=None)
     if best:
         b = out[best]["capacity"]
@@ -210,13 +241,20 @@ def main(argv=None):
     ap.add_argument("--trace")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--workloads", default="default:4,gpushare40:4,gpuspec20:4")
-    ap.add_argument("--strategies", default="exclusive,fractional,mig,planned,replanned")
+    ap.add_argument("--strategies", default="exclusive,fractional,mig,planned,replanned,planned-p95,hindsight,"
+                                            "replanned-node,priority,elastic,combined",
+                    help="those of EXTRA run only where the collection has their option")
     ap.add_argument("--sizes", default="1,16", help="more load factors of the default workload ('' : none)")
     ap.add_argument("--served", type=float, default=99.0)
     ap.add_argument("--scoring", default="kube-default")
     ap.add_argument("--out", default=os.path.join(whatif_sweep.TOP, ".build", "whatif", "capacity"))
     ap.add_argument("--img", help="also write the SVGs there (docs/img)")
+    ap.add_argument("--cache", help="keep each strategy's result there and reuse it (runs in parallel fill it)")
+    ap.add_argument("--cached-only", action="store_true", help="report only what --cache holds")
     args = ap.parse_args(argv)
+    global CACHE, CACHED_ONLY
+    CACHE = args.cache
+    CACHED_ONLY = args.cached_only
     csv_dir = whatif_sweep.trace_dir(args.trace)
     seeds = list(range(42, 42 + args.seeds))
     strats = strategies(args.strategies.split(","))

@@ -67,7 +67,7 @@ def render(result, title=None, prefix=""):
     md = ["# %s" % (title or "GPU utilisation what-if, with departures"), ""]
     md.append("Cluster: %d nodes (%d with GPUs), %d GPUs%s. Workload: %d pods, %s arrivals (order `%s`, inflation "
               "%.2f), over %.1f hours of the trace (window `%s`, load factor %g); seed%s %s." % (
-                  cl["nodes"], cl["gpu_nodes"], cl["gpus"], _sampled(cl), wl["pods"], wl["arrivals"], wl["order"],
+                  cl["nodes"], cl["gpu_nodes"], cl["gpus"], _sampled(cl), wl["pods"], "n/a" if wl["arrivals"] is None else wl["arrivals"], wl["order"],
                   wl["inflation"], wl["trace_end_hours"], wl.get("window", "whole"), wl.get("load_factor", 1.0),
                   "s" if len(seeds) > 1 else "", ", ".join(str(s) for s in seeds)))
     md.append("")

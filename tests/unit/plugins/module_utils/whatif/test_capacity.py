@@ -109,6 +109,15 @@ def test_bisection_finds_the_smallest_cluster_that_serves_everything():
     assert out["capacity"]["exclusive"]["gpus"] == 4
 
 
+def test_bisection_below_the_peak():
+    # 16 whole-GPU pods live together 0..1000 s; those that do not fit are deleted while pending: k GPUs serve
+    # k / 16 of the work, so 50 % needs exactly 8 GPUs (the search gallops down from 16, then bisects 1..9)
+    pods = [pod("p%02d" % i, 0, 1000) for i in range(16)]
+    out = run([node("n%02d" % i) for i in range(20)], pods, capacity_search={"served_pct": 50})
+    cap = out["runs"][0]["capacity"]
+    assert cap["gpus"] == 8 and cap["served_pct"] == 50.0 and cap["never_placed_pct"] == 50.0
+
+
 def test_a_start_delay_target_allows_a_smaller_cluster():
     # two 1-GPU pods at 0 (lives 100 s), served 100 % only with 2 GPUs; with 1 GPU the second waits 100 s:
     # p95 of (0, 100) = 95 s
@@ -147,6 +156,8 @@ def test_by_class_counts_the_pods_a_class_loses():
     assert bc["short"]["served_pods_pct"] == 0.0 and bc["whole"]["served_pct"] == 100.0
     assert bc["whole"]["start_delay_p95_s"] == 0.0 and bc["shared"]["start_delay_p95_s"] is None
     assert s["served_pods_pct"] == 50.0
+    # demand over capacity: (7200 + 0.3 x 540) GPU-s requested of 7200 provisioned
+    assert s["utilisation_pct"] == round(100.0 * (7200 + 0.3 * 540) / 7200, 3)
 
 
 # ---------------------------------------------------------------- statistics
@@ -198,3 +209,22 @@ def test_capacity_search_needs_departures():
 def test_capacity_check_defaults_to_served_99():
     assert capacity.check({}) == {"served_pct": 99.0}
     assert capacity.check(None) is None
+
+
+def test_a_replay_stops_once_the_target_is_out_of_reach():
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine, timed
+
+    p = runner.normalise({"nodes": [node("n0")], "pods": [pod("a", 0, 1000), pod("b", 0, 1000), pod("c", 2000, 3000)],
+                          "departures": True, "inflation": 0, "order": "file", "scoring": ["best-fit"]})
+    nodes, pods = runner.load_inputs(p)
+    cluster = engine.Cluster(nodes)
+    seq, rng, dummy_a, dummy_r = runner.arrivals_for(pods, cluster.total_milli, p, 42)
+    eng, rp = timed.build(cluster, nodes, pods, seq, rng, "best-fit", "exclusive", p)
+    # 3000 GPU-s requested, 90 % allows 300 lost; b waits from 0 and is lost for good at 1000
+    dr = capacity.BoundedReplay(eng, seq, 3000, {"served_pct": 90}, rp)
+    with pytest.raises(capacity.Hopeless):
+        dr.run()
+    assert dr.last == 1000 and dr.bind[2] is None
+    eng2, rp2 = timed.build(cluster, nodes, pods, seq, rng, "best-fit", "exclusive", p)
+    dr2 = capacity.BoundedReplay(eng2, seq, 3000, {"served_pct": 60}, rp2).run()  # 1000 lost of 1200 allowed
+    assert dr2.bind == [0, None, 2000]
