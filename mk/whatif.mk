@@ -8,8 +8,10 @@
 #   make bench-whatif-replanned  departures: exclusive / fractional / static mig / static planned / replanned, GPU-hours
 #                       held, served, never placed, pending, reconfigurations (3 workloads x WHATIF_SEEDS seeds), its
 #                       target met or not; report in WHATIF_OUT/replanned, the SVGs also in docs/img
+#   make bench-capacity  GPUs needed per strategy to serve 99 % (capacity_search, 3 loaded workloads x WHATIF_SEEDS
+#                       seeds), USD/h, utilisation, paired differences with 95 % CIs, the seed's claims re-measured
 # Not part of `make test` (minutes of CPU); tests/e2e/test_whatif_scheduler.py runs in `make e2e`.
-.PHONY: whatif whatif-paper whatif-claims bench-whatif bench-whatif-replanned
+.PHONY: whatif whatif-paper whatif-claims bench-whatif bench-whatif-replanned bench-capacity
 
 WHATIF_OUT ?= $(TOP)/.build/whatif
 WHATIF_SEEDS ?= 10
@@ -30,4 +32,10 @@ bench-whatif: venv
 
 bench-whatif-replanned: venv
 	python benchmarks/whatif_replanned.py --seeds $(WHATIF_SEEDS) --out $(WHATIF_OUT)/replanned --img docs/img \
+	  $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))
+
+# GPUs needed per strategy at a service target (capacity_search) on loaded workloads, and the seed's claims
+# (docs/whatif.md "How many GPUs does each strategy need?"); about 15 min on an idle 2-core machine.
+bench-capacity: venv
+	python benchmarks/whatif_capacity.py --seeds $(WHATIF_SEEDS) --out $(WHATIF_OUT)/capacity --img docs/img \
 	  $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))

@@ -77,14 +77,17 @@ options:
       - V(exclusive) - one pod per whole GPU, gpu_milli rounded up (the default device plugin).
       - V(fractional) - the trace's GPU sharing (time-slicing/MPS with gpu_milli).
       - V(mig) - GPUs partitioned as O(mig_config); each sharing request takes the smallest fitting slice.
-      - V(planned) - the per-node MIG layouts of O(plan) (a gpuops.k8s.gpu_plan result).
+      - V(planned) - the per-node MIG layouts of O(plan) (a gpuops.k8s.gpu_plan result); with O(departures=true) and
+        no O(plan), the planner's layout for the O(planned_percentile) of each request class's concurrent demand.
+      - V(hindsight) - (needs O(departures=true)) the planner's static layout for the peak concurrent demand of each
+        request class over the replayed window, known in advance - the strongest static baseline.
       - V(replanned) - MIG layouts re-planned by the collection's planner while the trace runs (needs
         O(departures=true)) - every O(replan_every_h) hours and when pods pend, on empty GPUs only, at most
         O(replan_budget) GPUs per re-plan, each unavailable for O(reconfigure_s). Starts from O(plan), else
-        O(mig_config), else whole GPUs.
+        O(mig_config), else whole GPUs. O(replan_scope) and O(replan_drain) choose per-GPU or per-node changes.
     type: list
     elements: str
-    choices: [exclusive, fractional, mig, planned, replanned]
+    choices: [exclusive, fractional, mig, planned, replanned, hindsight]
     default: [exclusive]
   inflation:
     description:
@@ -180,6 +183,85 @@ options:
     description: For O(sharing=replanned), seconds a reconfigured GPU is unavailable (>= 0). Only empty GPUs are reconfigured.
     type: float
     default: 120
+  replan_scope:
+    description:
+      - For O(sharing=replanned), V(gpu) - one empty GPU changes while its node's other GPUs run pods (what DRA
+        dynamic MIG allows); V(node) - the planner gets whole nodes and a node's changing GPUs are reconfigured
+        together, as mig-parted applies a node's config, after they are drained (O(replan_drain)).
+    type: str
+    choices: [gpu, node]
+    default: gpu
+  replan_drain:
+    description:
+      - For O(replan_scope=node), how the GPUs that change are emptied - V(requeue) evicts their pods at once (back
+        to the pending queue, keeping their deletion time); V(wait) cordons them and starts the change when their
+        last pod has left.
+    type: str
+    choices: [requeue, wait]
+    default: requeue
+  planned_percentile:
+    description:
+      - For O(sharing=planned) with O(departures=true) and no O(plan), the time-weighted percentile (0, 100] of each
+        request class's concurrent demand that the planner sizes the layout for.
+    type: float
+    default: 95
+  priorities:
+    description:
+      - With O(departures=true), pod priorities from the trace's C(qos) - a mapping C(qos) to integer, or V(default)
+        (C(LS) and C(Guaranteed) 1000, C(Burstable) 500, C(BE) 0). A pod without C(qos) gets 0; a C(qos) the
+        mapping does not name fails, naming the values it has.
+      - The pending queue is then retried highest priority first, and a pod that fits nowhere preempts pods of lower
+        priority as kube-scheduler's DefaultPreemption does (the victims go back to the pending queue). RV(summary)
+        gains C(evictions) and C(by_priority) (pods, served_pct, pods_never_placed, start_delay_p95_s,
+        pods_preempted per priority).
+      - Omitted - every pod has priority 0 and nothing is preempted.
+    type: raw
+  autoscaler:
+    description:
+      - With O(departures=true), elastic capacity with Cluster Autoscaler semantics - a pool of C(max_nodes) nodes
+        (default the node sample's count; node groups are its node shapes) of which C(min_nodes) (default 0) are up at
+        the start; a pending pod makes the autoscaler ask for a node of the group that fits it with the least waste,
+        Ready after C(scale_up_delay_s) (default 300); a node empty for C(scale_down_after_s) (default 600) is
+        removed. RV(summary) gains C(scale_ups), C(scale_downs), C(nodes_peak); C(gpu_hours_provisioned) follows
+        the nodes up or booting.
+    type: dict
+  window:
+    description:
+      - With O(departures=true), the replayed time. V(active) (the default) - from the first arrival to the last
+        deletion of the replayed pods; when at most 5 % of the pods were created before the trace's first deletion
+        (a recording that began with them running - the openb lists' 33 pods from hour 0 to 2,768), they arrive at
+        that first deletion. Every rate and mean (held GPUs, utilisation, per day) is over the window.
+      - V(whole) - from the first creation time to the trace's end (3,584 hours on the openb lists).
+    type: str
+    choices: [active, whole]
+  load_factor:
+    description:
+      - With O(departures=true), arrivals compressed by this factor towards the window's start, every pod's life
+        kept, so that concurrent demand scales by about the factor (in (0, 1000]; 1 changes nothing).
+    type: float
+    default: 1
+  cluster_gpus:
+    description:
+      - Replay on a sample of about this many GPUs, stratified by GPU model (the node list's mix) and nested across
+        sizes for one seed (a larger sample holds every node of a smaller one), so that capacity grows with it.
+        The workload (O(inflation)) stays that of the whole node list. With O(capacity_search), the largest size
+        searched. Mutually exclusive with O(sample_nodes).
+    type: int
+  capacity_search:
+    description:
+      - With O(departures=true), for each O(sharing) x O(scoring) run and seed, the fewest GPUs of the nested
+        samples (see O(cluster_gpus)) whose replay meets the target - a mapping with any of C(served_pct) (GPU-time
+        served of the GPU-time requested, >=), C(start_delay_p95_s) (95th percentile of the wait of the pods
+        placed, <=), C(never_placed_pct) (pods never placed, <=); an empty mapping means C(served_pct) 99.
+      - Bisection over the sizes (to 5 % of the GPUs), starting from the previous seed's answer; a replay stops
+        early once the target can no longer be met. A target not met with every node is reported as
+        C(met=false), not as an error. RV(runs[].capacity) and RV(capacity) hold the answer.
+    type: dict
+  baseline:
+    description:
+      - The run the paired differences (RV(paired)) are taken against - a O(sharing) value (one O(scoring)) or
+        C(sharing/scoring). Default the first run.
+    type: str
 seealso:
   - module: gpuops.k8s.mig_partition
 """
@@ -215,6 +297,21 @@ EXAMPLES = r"""
     replan_budget: 5%
     reconfigure_s: 120
     report: /tmp/whatif-replanned
+
+- name: How many GPUs does each strategy need to serve 99 % of the work, at 4 x the trace's arrival rate?
+  gpuops.k8s.gpu_whatif:
+    nodes_csv: /data/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv
+    pods_csv: /data/alibaba-gpu-2023/csv/openb_pod_list_default.csv
+    departures: true
+    inflation: 0
+    load_factor: 4
+    sharing: [exclusive, fractional]
+    seeds: [42, 43, 44, 45, 46, 47, 48, 49, 50, 51]
+    capacity_search: {served_pct: 99}
+    baseline: exclusive
+    prices: {G2: 1.2, T4: 0.35, P100: 0.9, V100M16: 1.5, V100M32: 1.8, A10: 0.8, G3: 1.5}
+    report: /tmp/whatif-capacity
+  register: capacity
 """
 
 RETURN = r"""
@@ -237,7 +334,14 @@ summary:
       pods_deleted_pending, pods_waited, pending_median_s, pending_p95_s (over the pods placed),
       pending_waited_median_s, pending_waited_p95_s (over those that waited), held_gpus_mean, held_gpus_peak,
       gpu_hours_reconfiguring, reconfigured_gpus, reconfigured_gpus_per_day, replans, planner_calls,
-      planner_seconds, trace_hours.
+      planner_seconds, trace_hours; gpu_hours_provisioned (the provisioned GPUs integrated over the window),
+      utilisation_pct (requested / provisioned GPU-time), held_pct (held / provisioned GPU-time),
+      node_hours_held (nodes with a pod, over time), served_pods_pct (pods placed, of the pods) and by_class
+      (per class - whole, shared, multi-gpu, cpu, short (< 1 h), long, qos:<value> - pods, served_pct,
+      served_pods_pct, start_delay_p95_s, pods_never_placed);
+      with O(priorities) evictions, by_priority and by_class entries priority:<value>; with O(autoscaler)
+      scale_ups, scale_downs, nodes_peak, pool_nodes; with O(replan_scope=node) drain_evictions and drain_wait_s;
+      for V(planned) without O(plan) and V(hindsight) planned_for (percentile, demand per class).
     - With O(seeds) - means, plus spread (stdev, min, max per field), seeds and per_seed.
   returned: success
   type: dict
@@ -248,10 +352,37 @@ departures:
   type: bool
   sample: true
 runs:
-  description: Every run - scoring, sharing, curve, summary, replay_seconds (per seed).
+  description:
+    - Every run - scoring, sharing, curve, summary, replay_seconds (per seed).
+    - With O(capacity_search), also capacity - gpus, nodes, met (every seed met the target), met_seeds,
+      usd_per_hour (null without prices), utilisation_pct, held_pct, node_hours_held, served_pct, served_pods_pct,
+      start_delay_p95_s, never_placed_pct, gpu_hours_provisioned, replays (means over the seeds, with spread and
+      per_seed); summary and by_class are then those at the size found; curve is empty.
   returned: success
   type: list
   elements: dict
+capacity:
+  description: With O(capacity_search), each run's capacity (see RV(runs)) by run name (sharing, or sharing/scoring).
+  returned: when O(capacity_search)
+  type: dict
+  sample: {exclusive: {gpus: 244.5, nodes: 44, met: true, usd_per_hour: 244.5, utilisation_pct: 14.89,
+                       held_pct: 17.25, node_hours_held: 22541.5}}
+target:
+  description: The service target of O(capacity_search).
+  returned: when O(capacity_search)
+  type: dict
+  sample: {served_pct: 99.0}
+paired:
+  description:
+    - With O(departures=true), two runs or more and two seeds or more - the paired differences over the seeds
+      against C(baseline) (O(baseline)), per run and field - mean, sd, ci95 (95 % interval, Student's t), n and
+      verdict (none when the interval holds 0, else higher or lower). C(differences) - served_pct,
+      served_pods_pct, utilisation_pct, gpu_hours_held (also relative, gpu_hours_held_rel_pct), pending_p95_s;
+      with O(capacity_search) C(capacity) - gpus, usd_per_hour, utilisation_pct, held_pct, served_pct,
+      served_pods_pct (gpus and utilisation_pct also relative, in %).
+  returned: when O(departures=true) with several runs and seeds
+  type: dict
+  sample: {baseline: exclusive, capacity: {fractional: {gpus_rel_pct: {mean: -9.4, ci95: [-12.0, -6.8], verdict: lower}}}}
 cluster:
   description: Nodes, GPU nodes, GPUs and GPUs by model replayed on (sampled, when O(sample_nodes)).
   returned: success
@@ -262,7 +393,7 @@ workload:
   returned: success
   type: dict
   sample: {pods: 8152, arrivals: 10771, added_by_inflation: 2619, removed_by_inflation: 0}
-  # with departures also trace_end_hours
+  # with departures also trace_end_hours, window, load_factor
 prices:
   description: USD per GPU-hour used for each GPU model (O(prices), else the catalog); null for a model without a price.
   returned: success
@@ -314,6 +445,16 @@ def main():
             replan_min_interval_h=dict(type="float", default=0.5),
             replan_budget=dict(type="raw", default="5%"),
             reconfigure_s=dict(type="float", default=120.0),
+            replan_scope=dict(type="str", default="gpu", choices=["gpu", "node"]),
+            replan_drain=dict(type="str", default="requeue", choices=["requeue", "wait"]),
+            planned_percentile=dict(type="float", default=95.0),
+            priorities=dict(type="raw"),
+            autoscaler=dict(type="dict"),
+            window=dict(type="str", choices=["active", "whole"]),
+            load_factor=dict(type="float", default=1.0),
+            cluster_gpus=dict(type="int"),
+            capacity_search=dict(type="dict"),
+            baseline=dict(type="str"),
             report=dict(type="path"),
             report_title=dict(type="str"),
         ),

@@ -21,7 +21,11 @@ event stream on the same engines as the FGD protocol (engine.MilliReplay, engine
 Measured (``summarise``): GPU-hours *held* (GPUs with at least one pod, or being reconfigured, integrated
 over time: what the cluster cannot give back), GPU-hours allocated (the milli or slices bound to pods),
 requested and served GPU-hours (the trace's own request times the time a pod runs, within the trace's
-end), served %, pods never placed, pending time (median, p95) and GPUs reconfigured per day.
+end), served %, pods never placed, pending time (median, p95) and GPUs reconfigured per day; GPU-hours
+*provisioned* (``provisioned_gpus()`` integrated like the GPUs held: the static cluster's GPUs unless a
+subclass - an autoscaler - changes them over time), ``utilisation_pct`` (requested / provisioned GPU-time),
+``held_pct``, node-hours held, served % by pod count and ``by_class`` (classes.py). Every rate and mean is over
+the replayed window (``start`` .. ``end``; load.py makes the window and the load factor).
 
 Requires numpy (the engines); controller side only.
 """
@@ -34,13 +38,15 @@ import math
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 DEP, CFG, EXP, TICK, WAKE, ARR = 0, 1, 2, 3, 4, 5  # order of the events of one instant (ARR after the rest)
+SCALE = 6  # autoscaler.py: a node Ready or an idle check (popped with the others before the instant's arrivals)
 INF = float("inf")
 MILLI = 1000.0
 MAX_POINTS = 600  # timeline samples per run
 SUMMARY_FIELDS = ("gpu_hours_held", "gpu_hours_allocated", "gpu_hours_requested", "gpu_hours_served", "served_pct",
                   "pods_never_placed", "pods_deleted_pending", "pods_waited", "pending_median_s", "pending_p95_s",
                   "pending_waited_median_s", "pending_waited_p95_s", "held_gpus_mean", "held_gpus_peak",
-                  "reconfigured_gpus", "reconfigured_gpus_per_day", "replans", "planner_seconds")
+                  "reconfigured_gpus", "reconfigured_gpus_per_day", "replans", "planner_seconds",
+                  "gpu_hours_provisioned", "utilisation_pct", "held_pct", "node_hours_held", "served_pods_pct")
 
 
 def check_times(pods):
@@ -73,7 +79,7 @@ class DepartureReplay(object):
     tuples of ``seq``); ``seq``: the Pod list (their times); ``end``: the trace's end (seconds);
     ``replanner``: a replanned.Replanner or None."""
 
-    def __init__(self, engine, seq, end, replanner=None, step_s=None):
+    def __init__(self, engine, seq, end, replanner=None, step_s=None, preemptor=None, autoscaler=None):
         self.e = engine
         self.seq = seq
         self.arr = engine.arrivals
@@ -90,15 +96,24 @@ class DepartureReplay(object):
         self.heap = []
         self.allocated = 0.0
         self.counter = 0
-        self.integral = {"held": 0.0, "allocated": 0.0, "reconf": 0.0}
+        self.integral = {"held": 0.0, "allocated": 0.0, "reconf": 0.0, "provisioned": 0.0, "nodes": 0.0}
         self.last = self.start
         self.next_sample = self.start
         self.timeline = []
         self.held = 0
+        self.held_nodes = 0
+        self.prov = 0
         self.reconf = 0
         self.held_peak = 0
         self.reconfigured = 0
         self.wake_at = None
+        # priority and preemption (preemption.py), elastic capacity (autoscaler.py): None when off
+        self.pre = preemptor
+        self.asc = autoscaler
+        self.evicted_run = {}  # k -> seconds run before its evictions
+        self.last_bind = {}  # k -> time of its latest binding after an eviction (None: pending again)
+        self.evicted_now = []
+        self.provisioned = engine.c.total_gpus  # GPUs provisioned now (autoscaler.py changes it)
 
     # ------------------------------------------------------------------ events
     def push(self, t, typ, payload):
@@ -113,32 +128,91 @@ class DepartureReplay(object):
         cpu, mem, num, milli, dummy_req, spec = self.arr[k]
         node, hint = self.e.choose(cpu, mem, num, milli, spec)
         if node < 0:
-            return False
+            if self.pre is None:
+                return False
+            node = self.pre.preempt(k, t)
+            if node < 0:
+                return False
         got = self.e.place(node, cpu, mem, num, milli, hint)
         self.where[k] = (node, self.e.last_gpus, got)
         self.allocated += got
-        self.bind[k] = t
+        if self.bind[k] is None:
+            self.bind[k] = t
+        else:
+            self.last_bind[k] = t
+        if self.pre is not None:
+            self.pre.bound(k, node)
+        if self.asc is not None:
+            self.asc.bound(node)
         d = self._deletion(k)
         if d <= self.end:
             self.push(max(d, t), DEP, k)
         return True
 
-    def _leave(self, k):
-        node, gpus, got = self.where.pop(k)
+    def _leave(self, k, t=None):
+        """Pod ``k`` leaves; False when it was not running (evicted since: its old departure event)."""
+        here = self.where.pop(k, None)
+        if here is None:
+            return False
+        node, gpus, got = here
         cpu, mem, num, milli, dummy_req, dummy_spec = self.arr[k]
         self.e.unplace(node, cpu, mem, num, milli, gpus)
         self.allocated -= got
+        if self.pre is not None:
+            self.pre.left(k, node)
+        if self.asc is not None:
+            self.asc.left(node, t)
+        if self.rp is not None and getattr(self.rp, "waiting", None):
+            self.rp.left(node, t)  # replan_node.py: a node waiting to drain
+        return True
+
+    def started(self, k):
+        """When pod ``k``'s current binding began."""
+        b = self.last_bind.get(k)
+        return self.bind[k] if b is None else b
+
+    def evict(self, k, t):
+        """Preemption: pod ``k`` leaves now and goes back to the pending queue (see :meth:`flush`)."""
+        self.evicted_run[k] = self.evicted_run.get(k, 0.0) + (t - self.started(k))
+        self._leave(k, t)
+        self.last_bind[k] = None
+        self.evicted_now.append(k)
+
+    def flush(self):
+        """Evicted pods join the pending queue (at its end), keeping their deletion time; True if any did."""
+        if not self.evicted_now:
+            return False
+        for k in self.evicted_now:
+            self.pending[k] = None
+            d = self._deletion(k)
+            if d <= self.end:
+                self.push(d, EXP, k)
+        self.evicted_now = []
+        return True
+
+    def run_seconds(self, k, stop):
+        """Seconds pod ``k`` ran up to ``stop`` (its deletion or the trace's end), over all its bindings."""
+        b = self.bind[k]
+        if b is None:
+            return 0.0
+        if k not in self.evicted_run:
+            return max(stop - b, 0.0)
+        last = self.last_bind.get(k)
+        return self.evicted_run[k] + (max(stop - last, 0.0) if last is not None else 0.0)
 
     def _retry(self, t):
         failed = set()
         keep = {}
-        for k in self.pending:
+        pre = self.pre
+        for k in (self.pending if pre is None else pre.order(self.pending)):
             a = self.arr[k]
-            shape = (a[0], a[1], a[2], a[3], a[5])
+            shape = (a[0], a[1], a[2], a[3], a[5]) if pre is None else (a[0], a[1], a[2], a[3], a[5], pre.prio[k])
             if shape in failed or not self._try(k, t):
                 failed.add(shape)
                 keep[k] = None
         self.pending = keep
+        if pre is not None and self.flush():
+            self._retry(t)  # the victims (lower priorities: this ends) may fit elsewhere
 
     def _advance(self, t):
         dt = t - self.last
@@ -146,16 +220,35 @@ class DepartureReplay(object):
             self.integral["held"] += self.held * dt
             self.integral["allocated"] += self.allocated / MILLI * dt
             self.integral["reconf"] += self.reconf * dt
+            self.integral["provisioned"] += self.prov * dt
+            self.integral["nodes"] += self.held_nodes * dt
         while self.next_sample < t and self.next_sample <= self.end:
             self.timeline.append({"hour": round((self.next_sample - self.start) / 3600.0, 3), "held_gpus": self.held,
                                   "allocated_gpus": round(self.allocated / MILLI, 3), "pending_pods": len(self.pending),
                                   "running_pods": len(self.where), "reconfiguring_gpus": self.reconf,
-                                  "reconfigured_gpus": self.reconfigured})
+                                  "reconfigured_gpus": self.reconfigured, "provisioned_gpus": self.prov})
             self.next_sample += self.step
         self.last = max(self.last, t)
 
+    def provisioned_gpus(self):
+        """GPUs provisioned now (integrated into ``gpu_hours_provisioned``): the static cluster's GPUs, or with
+        an autoscaler (autoscaler.py) the GPUs of the nodes up or booting, which it keeps in ``provisioned``."""
+        return self.provisioned
+
+    def held_nodes_now(self):
+        """Nodes with at least one pod (or a GPU being reconfigured): those that could not be released now."""
+        busy = self.e.pods_left != self.e.c.pods
+        used = getattr(self.e, "used", None)
+        if used is not None:
+            busy = busy | used.any(axis=1)
+        if self.asc is not None:
+            busy = busy & self.asc.up  # absent and booting nodes are masked (no pod slot), not busy
+        return int(busy.sum())
+
     def _measure(self):
         self.held = self.e.held_gpus()
+        self.held_nodes = self.held_nodes_now()
+        self.prov = self.provisioned_gpus()
         self.reconf = int(self.e.reconf.sum()) if hasattr(self.e, "reconf") else 0
         self.held_peak = max(self.held_peak, self.held)
 
@@ -180,8 +273,7 @@ class DepartureReplay(object):
             while self.heap and self.heap[0][0] == t:
                 dummy_t, typ, dummy_c, k = heapq.heappop(self.heap)
                 if typ == DEP:
-                    self._leave(k)
-                    freed = True
+                    freed = self._leave(k, t) or freed
                 elif typ == CFG:
                     self.rp.finish(k)
                     freed = True
@@ -193,6 +285,8 @@ class DepartureReplay(object):
                     tick = True
                 elif typ == WAKE:
                     wake = True
+                elif typ == SCALE:
+                    freed = self.asc.event(k, t) or freed
                 else:
                     arrivals.append(k)
             if freed and self.pending:
@@ -208,6 +302,10 @@ class DepartureReplay(object):
                     self.pending[k] = None
                     if d <= self.end:
                         self.push(d, EXP, k)
+            if self.pre is not None and self.flush():
+                self._retry(t)
+            if self.asc is not None and self.pending:
+                self.asc.scale_up(t, self.pending if self.pre is None else self.pre.order(self.pending))
             if self.rp is not None:
                 if tick:
                     self.push(t + self.rp.every_s, TICK, None)
@@ -238,7 +336,7 @@ def summarise(dr):
         b = dr.bind[k]
         if b is not None:
             placed += 1
-            served_s += gpus * max(stop - b, 0.0)
+            served_s += gpus * dr.run_seconds(k, stop)
             waits.append(b - p.creation_time)
     waited = [w for w in waits if w > 0]
     never = len(dr.seq) - placed
@@ -269,6 +367,16 @@ def summarise(dr):
         "planner_seconds": round(rp.planner_seconds, 3) if rp is not None else 0.0,
         "trace_hours": round(span / 3600.0, 2),
     }
+    prov_s = dr.integral["provisioned"]
+    out["gpu_hours_provisioned"] = round(prov_s / 3600.0, 2)
+    out["utilisation_pct"] = round(100.0 * req_s / prov_s, 3) if prov_s > 0 else None
+    out["held_pct"] = round(100.0 * dr.integral["held"] / prov_s, 3) if prov_s > 0 else None
+    out["node_hours_held"] = round(dr.integral["nodes"] / 3600.0, 2)
+    out["served_pods_pct"] = round(100.0 * placed / len(dr.seq), 3) if dr.seq else None
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import classes
+
+    out["by_class"] = classes.by_class(dr.seq, dr.arr, dr.bind, end, dr._deletion, ran=dr.run_seconds,
+                                       prio=dr.pre.prio if dr.pre is not None else None)
     return out
 
 

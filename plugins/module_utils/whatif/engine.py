@@ -8,9 +8,8 @@ State per node: CPU, memory and pod slots left, and per GPU the milli-GPU left (
 arrives, the feasible nodes are found (filter), scored by the policy, the best is taken (ties:
 uniformly at random, as kube-scheduler's selection does), GPUs are picked inside the node, and the
 node's state changes. Pods never leave (the protocol of the FGD artefact; departures.py makes them
-leave with ``unplace``). After every arrival the
-engine records the arrived GPU request, the allocated GPU milli and the fragmented GPU milli; the
-curve (metrics.py) is made from those events.
+leave with ``unplace``). After every arrival the engine records the arrived GPU request, the allocated
+GPU milli and the fragmented GPU milli; the curve (metrics.py) is made from those events.
 
 Filter (artefact: kube-scheduler's NodeResourcesFit + the Open-Gpu-Share filter plugin):
 CPU and memory requests fit, a pod slot is free, and for a GPU pod: the node has GPUs of a model the
@@ -45,7 +44,6 @@ Requires numpy (controller side only).
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -515,6 +513,8 @@ class SliceReplay(_Replay):
         self.fm = np.where(valid, MILLI * SCALE, -1).astype(np.int64)  # free (unallocated) scaled milli per GPU
         self.used = np.zeros((n, g), dtype=bool)
         self.reconf = np.zeros((n, g), dtype=bool)  # being reconfigured (set_gpu_units)
+        self.layouts0 = layouts  # the units installed at the start (gpu_units of a busy GPU)
+        self.installed: Dict[Tuple[int, int], List[int]] = {}  # (node, gpu) -> units set by set_gpu_units since
         self.nf = self.fc.sum(axis=1)  # [N, K] free units per node
         self.total_left = cluster.ngpu * (MILLI * SCALE)
         # kinds present per model, and the request -> kind map per model
@@ -675,6 +675,7 @@ class SliceReplay(_Replay):
             self.used[node, gi] = True
             self.reconf[node, gi] = True
         else:
+            self.installed[(node, gi)] = list(units)
             for u in units:
                 self.fc[node, gi, u] += 1
             self.nf[node] += self.fc[node, gi]
@@ -694,7 +695,3 @@ class SliceReplay(_Replay):
         self.cache = {}
         self.frag = whatif_frag.SliceFrag(self.typ, self.c, self.table, self.present, self.size_s, SCALE, self.nf,
                                           self.total_left, self.cpu_left)
-
-
-def isclose(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=0, abs_tol=1e-9)

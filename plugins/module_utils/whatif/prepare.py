@@ -114,6 +114,12 @@ def describe_cluster(nodes):
             "gpus_by_model": dict(sorted(models.items()))}
 
 
+def _cluster_of(clusters, p):
+    if p.get("cluster_gpus"):
+        return dict(clusters[0], cluster_gpus=p["cluster_gpus"], gpus_per_seed=[c["gpus"] for c in clusters])
+    return clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"])
+
+
 def replay_runs(p, nodes_all, pods, replay_one, mean_curve, fields, timing, progress=None):
     """Every ``sharing`` x ``scoring`` of ``p`` replayed per seed on the same arrival sequence, and the result
     dict ``runner.run`` returns (``curve``, ``summary``, ``runs``, ``cluster``, ``workload``, ``prices``,
@@ -132,10 +138,18 @@ def replay_runs(p, nodes_all, pods, replay_one, mean_curve, fields, timing, prog
     wl = {"arrivals": [], "added": [], "removed": []}
     clusters = []
     for seed in p["seeds"]:
-        nodes = sample(nodes_all, p["sample_nodes"], seed)
+        if p.get("cluster_gpus"):
+            # a nested, stratified sample (load.py); the workload stays that of the whole node list
+            from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import load
+
+            nodes = load.sample_gpus(nodes_all, p["cluster_gpus"], seed)
+            drawn_on = sum(n.gpus for n in nodes_all) * MILLI
+        else:
+            nodes = sample(nodes_all, p["sample_nodes"], seed)
+            drawn_on = None
         cluster = whatif_engine.Cluster(nodes)
         clusters.append(describe_cluster(nodes))
-        seq, rng0, added, removed = arrivals_for(pods, cluster.total_milli, p, seed)
+        seq, rng0, added, removed = arrivals_for(pods, drawn_on or cluster.total_milli, p, seed)
         wl["arrivals"].append(len(seq))
         wl["added"].append(added)
         wl["removed"].append(removed)
@@ -163,7 +177,7 @@ def replay_runs(p, nodes_all, pods, replay_one, mean_curve, fields, timing, prog
         "curve": runs[0]["curve"],
         "summary": runs[0]["summary"],
         "runs": runs,
-        "cluster": clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"]),
+        "cluster": _cluster_of(clusters, p),
         "workload": {"pods": len(pods), "arrivals": _single(wl["arrivals"]),
                      "added_by_inflation": _single(wl["added"]), "removed_by_inflation": _single(wl["removed"]),
                      "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"]},

@@ -204,7 +204,7 @@ class Replanner(object):
         for node, gi, units in self.inflight.values():
             for u in units:
                 free_by_model[model_of_node[node], u] += 1
-        empty = (~e.used) & (np.arange(c.g)[None, :] < c.ngpu[:, None])
+        empty = self._open_mask()
         changed_now = False
         order = sorted(groups.items(), key=lambda kv: -sum(kv[1]["kinds"].values()))
         for acc, g in order:
@@ -220,29 +220,49 @@ class Replanner(object):
                 continue
             m = -best[1]
             changes = self._plan_model(m, deficit, g["multi"], empty, free, g["kinds"], budget_left)
-            for node, gi, units in changes:
-                if budget_left <= 0:
-                    break
-                if not e.gpu_empty(node, gi):
-                    continue  # never reconfigure a busy GPU
-                if self.reconfigure_s > 0:
-                    e.set_gpu_units(node, gi, None)
-                    cid = self.next_id
-                    self.next_id += 1
-                    self.inflight[cid] = (node, gi, units)
-                    self.dr.push(t + self.reconfigure_s, departures.CFG, cid)
-                else:
-                    e.set_gpu_units(node, gi, units)
-                    changed_now = True
-                empty[node, gi] = False
-                budget_left -= 1
-                self.dr.reconfigured += 1
+            applied, now = self._apply(t, changes, budget_left, empty)
+            changed_now = changed_now or now
+            budget_left -= len(applied)
+            for dummy_node, dummy_gi, units in applied:
                 for u in units:
                     free_by_model[m, u] += 1
         spent = self.budget - budget_left
         if spent:
             self.log.append((t, spent))
         return changed_now
+
+    def _open_mask(self):
+        """GPUs a re-plan may change: the empty ones (replan_node.py: whole nodes)."""
+        c = self.c
+        return (~self.e.used) & (np.arange(c.g)[None, :] < c.ngpu[:, None])
+
+    def _apply(self, t, changes, budget_left, empty):
+        """Apply the planner's ``changes`` (at most ``budget_left``, never on a busy GPU); returns the changes
+        applied and whether a GPU got new units at once."""
+        applied = []
+        now = False
+        for node, gi, units in changes:
+            if len(applied) >= budget_left:
+                break
+            if not self.e.gpu_empty(node, gi):
+                continue  # never reconfigure a busy GPU
+            now = self._start(t, node, gi, units) or now
+            empty[node, gi] = False
+            applied.append((node, gi, units))
+        return applied, now
+
+    def _start(self, t, node, gi, units):
+        """Reconfigure one empty GPU: unavailable for ``reconfigure_s``; True when its units are there at once."""
+        self.dr.reconfigured += 1
+        if self.reconfigure_s > 0:
+            self.e.set_gpu_units(node, gi, None)
+            cid = self.next_id
+            self.next_id += 1
+            self.inflight[cid] = (node, gi, units)
+            self.dr.push(t + self.reconfigure_s, departures.CFG, cid)
+            return False
+        self.e.set_gpu_units(node, gi, units)
+        return True
 
     def _candidates(self, m, empty, free, need, want):
         """Empty GPUs of model ``m``, those whose units are most in surplus first, at most ``want``."""

@@ -49,6 +49,15 @@ def _label(run, runs):
     return "%s / %s" % (run["sharing"], run["scoring"])
 
 
+def _sampled(cl):
+    if cl.get("cluster_gpus"):
+        return ", a nested sample of about %d GPUs per seed (%s)" % (cl["cluster_gpus"],
+                                                                     ", ".join(str(g) for g in cl["gpus_per_seed"]))
+    if cl.get("searched_up_to_gpus"):
+        return ", searched up to %d GPUs" % cl["searched_up_to_gpus"]
+    return (", a sample of %d nodes" % cl["sampled"]) if cl.get("sampled") else ""
+
+
 def render(result, title=None, prefix=""):
     """``(markdown, {picture name: svg})``."""
     runs = result["runs"]
@@ -57,9 +66,9 @@ def render(result, title=None, prefix=""):
     seeds = wl["seeds"]
     md = ["# %s" % (title or "GPU utilisation what-if, with departures"), ""]
     md.append("Cluster: %d nodes (%d with GPUs), %d GPUs%s. Workload: %d pods, %s arrivals (order `%s`, inflation "
-              "%.2f), over %.1f hours of the trace; seed%s %s." % (
-                  cl["nodes"], cl["gpu_nodes"], cl["gpus"], (", a sample of %d nodes" % cl["sampled"]) if cl.get("sampled") else "",
-                  wl["pods"], wl["arrivals"], wl["order"], wl["inflation"], wl["trace_end_hours"],
+              "%.2f), over %.1f hours of the trace (window `%s`, load factor %g); seed%s %s." % (
+                  cl["nodes"], cl["gpu_nodes"], cl["gpus"], _sampled(cl), wl["pods"], "n/a" if wl["arrivals"] is None else wl["arrivals"], wl["order"],
+                  wl["inflation"], wl["trace_end_hours"], wl.get("window", "whole"), wl.get("load_factor", 1.0),
                   "s" if len(seeds) > 1 else "", ", ".join(str(s) for s in seeds)))
     md.append("")
     md.append(writer.table(HEADERS, rows(runs), ["l", "l", "r", "r", "r", "r", "r", "r", "r"]).rstrip("\n"))
@@ -70,7 +79,13 @@ def render(result, title=None, prefix=""):
               "the trace's end; pending times over the pods placed (*waited*: those that waited at all).%s"
               % (" Means over the seeds (± one standard deviation)." if len(seeds) > 1 else ""))
     md.append("")
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import report_capacity
+
+    cap_md, cap_pics = report_capacity.render(result, [_label(r, runs) for r in runs], prefix)
+    md += cap_md
     for n, what in zip(names, ("GPUs held", "pods pending", "GPUs reconfigured")):
+        if result.get("capacity"):
+            break  # a capacity search has no single timeline
         md.append("![%s](%s)" % (what, n))
         md.append("")
     md.append("Pods arrive at their creation time and leave at their deletion time; a pod that does not fit waits "
@@ -80,7 +95,7 @@ def render(result, title=None, prefix=""):
     def series(key):
         return [{"name": _label(r, runs), "points": [(pt["hour"], pt[key]) for pt in r["curve"]]} for r in runs]
 
-    pictures = {
+    pictures = dict(cap_pics) if result.get("capacity") else {
         names[0]: svg.line_chart(series("held_gpus"), "GPUs held over time", "hours since the first arrival",
                                  "GPUs with a pod or reconfiguring"),
         names[1]: svg.line_chart(series("pending_pods"), "Pods pending over time", "hours since the first arrival",

@@ -47,7 +47,8 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SC
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.prepare import (  # noqa: F401 pylint: disable=unused-import
     _r, arrivals_for, engine_arrivals, layouts_for, sample, typical_for)
 
-SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned")
+SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned", "hindsight")
+TIMED_ONLY = ("replanned", "hindsight")  # sharings that need departures: true
 MILLI = 1000
 SUMMARY_FIELDS = ("allocated_pct_at_100", "served_pct_at_100", "frag_pct_at_100", "fragmented_gpu_milli",
                   "unscheduled_pods_at_100", "unscheduled_pods", "gpu_hours_saved", "cost_per_hour",
@@ -63,6 +64,11 @@ DEFAULTS = {
     # the replay with departures (departures.py) and sharing replanned (replanned.py)
     "departures": False, "replan_every_h": 6.0, "replan_min_interval_h": 0.5, "replan_budget": "5%",
     "reconfigure_s": 120.0,
+    # strategies of the replay with departures (issue 33): preemption.py, autoscaler.py, baselines.py
+    "priorities": None, "autoscaler": None, "planned_percentile": 95.0, "replan_scope": "gpu",
+    "replan_drain": "requeue",
+    # load, time and capacity (load.py, capacity.py, stats.py)
+    "window": None, "load_factor": 1.0, "cluster_gpus": None, "capacity_search": None, "baseline": None,
 }
 
 
@@ -126,9 +132,11 @@ def normalise(params):
         raise GpuOpsError("tie_break must be auto, rank or random, not %r" % (p["tie_break"],))
     if "mig" in p["sharing"] and not p["mig_config"]:
         raise GpuOpsError("sharing mig needs mig_config ({model: layout}, e.g. {'*': all-balanced})")
-    if "planned" in p["sharing"] and not p["plan"]:
-        raise GpuOpsError("sharing planned needs plan (the result of gpuops.k8s.gpu_plan)")
+    if "planned" in p["sharing"] and not p["plan"] and not p["departures"]:
+        raise GpuOpsError("sharing planned needs plan (the result of gpuops.k8s.gpu_plan), or departures: true (then "
+                          "it is planned from the workload's concurrent demand, see planned_percentile)")
     _check_departures(p)
+    _check_capacity(p)
     if p["prices"] is not None:
         if not isinstance(p["prices"], dict):
             raise GpuOpsError("prices must be a mapping {model: USD per GPU-hour}")
@@ -162,10 +170,42 @@ def _check_departures(p):
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
 
     replanned.budget_gpus(p["replan_budget"], 100)  # the form; the GPU count comes with the cluster
-    if "replanned" in p["sharing"] and not p["departures"]:
-        raise GpuOpsError("sharing replanned needs departures: true (it re-plans as pods arrive and leave over the "
-                          "trace's time); the sharings without departures are: %s"
-                          % ", ".join(s for s in SHARINGS if s != "replanned"), valid=list(SHARINGS[:-1]))
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import strategies
+
+    strategies.check(p, SHARINGS)
+    for timed_only in TIMED_ONLY:
+        if timed_only in p["sharing"] and not p["departures"]:
+            valid = [s for s in SHARINGS if s not in TIMED_ONLY]
+            raise GpuOpsError("sharing %s needs departures: true (%s); the sharings without departures are: %s"
+                              % (timed_only, "it re-plans as pods arrive and leave over the trace's time"
+                                 if timed_only == "replanned" else "it is planned from the concurrent demand over the "
+                                 "trace's time", ", ".join(valid)), valid=valid)
+
+
+def _check_capacity(p):
+    """``window``, ``load_factor``, ``cluster_gpus``, ``capacity_search`` and ``baseline``."""
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity, load
+
+    load.check(p)
+    p["capacity_search"] = capacity.check(p["capacity_search"])
+    if p["capacity_search"] is not None and not p["departures"]:
+        raise GpuOpsError("capacity_search needs departures: true (the service target is met over the trace's time)")
+    b = p["baseline"]
+    if b is not None:
+        labels = run_labels(p)
+        if b not in labels:
+            raise GpuOpsError("baseline %r is not one of the runs: %s" % (b, ", ".join(labels)), valid=labels)
+
+
+def run_labels(p):
+    """The names of the runs: ``sharing`` (one scoring), ``sharing/scoring`` otherwise; both are accepted."""
+    out = []
+    for sh in p["sharing"]:
+        for sc in p["scoring"]:
+            if len(p["scoring"]) == 1:
+                out.append(sh)
+            out.append("%s/%s" % (sh, sc))
+    return out
 
 
 def load_inputs(p):
@@ -254,7 +294,7 @@ def run(params, progress=None, clock=time.time):
     nodes_all, pods = load_inputs(p)
     # validate the MIG inputs on the whole node list before any replay
     for sharing in p["sharing"]:
-        if sharing in ("mig", "planned"):
+        if sharing == "mig" or (sharing == "planned" and p["plan"]):
             layouts_for(sharing, nodes_all, p)
     t_load = clock() - t0
     if p["departures"]:

@@ -112,7 +112,8 @@ def test_run_returns_the_departure_summary_and_timeline():
     assert s["gpu_hours_held"] == 3.0 and s["served_pct"] == 100.0
     assert s["spread"]["gpu_hours_held"]["stdev"] == 0.0
     assert out["curve"][0] == {"hour": 0.0, "held_gpus": 2, "allocated_gpus": 2.0, "pending_pods": 0,
-                               "running_pods": 2, "reconfiguring_gpus": 0, "reconfigured_gpus": 0}
+                               "running_pods": 2, "reconfiguring_gpus": 0, "reconfigured_gpus": 0,
+                               "provisioned_gpus": 2}  # the static cluster: all its GPUs
     assert out["workload"]["trace_end_hours"] == 2.0
 
 
