@@ -32,17 +32,22 @@ Pure Python over the engine's numpy arrays; controller side only.
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - engine.need_numpy reports it
-    np = None
+    np = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.data import Node
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import Cluster
 
 MILLI = 1000
 SCALE = 6  # event type of departures.py (after its own; ordering within an instant does not matter for it)
 
 
-def pool_nodes(nodes, cfg, seed):
+def pool_nodes(nodes: Sequence[Node], cfg: Mapping[str, Any], seed: Any) -> Tuple[List[Node], List[int]]:
     """``(pool, initial)``: the pool's Node list and the indices of the nodes up at the start."""
     size = cfg["max_nodes"] if cfg["max_nodes"] is not None else len(nodes)
     rng = random.Random("autoscaler-%s" % seed)
@@ -64,14 +69,14 @@ def pool_nodes(nodes, cfg, seed):
 class _Boot(object):
     """A booting node as the scale-up estimate sees it."""
 
-    def __init__(self, c, node):
+    def __init__(self, c: Cluster, node: int) -> None:
         self.node = node
         self.cpu = int(c.cpu[node])
         self.mem = int(c.mem[node])
         self.pods = int(c.pods[node])
         self.gpu = [MILLI] * int(c.ngpu[node])
 
-    def take(self, cpu, mem, num, milli):
+    def take(self, cpu: int, mem: int, num: int, milli: int) -> bool:
         """Pack one pod (first fit over the GPUs); False when it does not fit."""
         if self.cpu < cpu or self.mem < mem or self.pods < 1:
             return False
@@ -93,7 +98,7 @@ class _Boot(object):
 class Autoscaler(object):
     """The autoscaler of one DepartureReplay on an engine built on the pool (``cluster``)."""
 
-    def __init__(self, cfg, cluster, initial):
+    def __init__(self, cfg: Mapping[str, Any], cluster: Cluster, initial: Iterable[int]) -> None:
         self.delay = float(cfg["scale_up_delay_s"])
         self.after = float(cfg["scale_down_after_s"])
         self.min_nodes = int(cfg["min_nodes"])
@@ -101,13 +106,14 @@ class Autoscaler(object):
         n = cluster.n
         self.up = np.zeros(n, dtype=bool)
         self.up[list(initial)] = True
-        self.booting = {}  # node -> _Boot
-        self.covered = {}  # pending pod -> booting node
-        self.empty_since = [None] * n
+        self.booting: Dict[int, _Boot] = {}  # node -> _Boot
+        self.covered: Dict[int, int] = {}  # pending pod -> booting node
+        self.empty_since: List[Optional[float]] = [None] * n
         keys = [(x.model, x.gpus, x.cpu_milli, x.memory_mib, x.pods) for x in cluster.nodes]
-        gid = {}
+        gid: Dict[Tuple[Any, ...], int] = {}
         self.group = [gid.setdefault(k, len(gid)) for k in keys]
-        self.free = [[] for dummy in gid]  # absent nodes per group, lowest index first (a stack, reversed)
+        # absent nodes per group, lowest index first (a stack, reversed)
+        self.free: List[List[int]] = [[] for dummy in gid]
         for i in range(n - 1, -1, -1):
             if not self.up[i]:
                 self.free[self.group[i]].append(i)
@@ -115,11 +121,11 @@ class Autoscaler(object):
         self.scale_ups = 0
         self.scale_downs = 0
         self.nodes_peak = int(self.up.sum())
-        self.dr = None
-        self.slots = None
+        self.dr: Any = None  # the DepartureReplay (attach)
+        self.slots: Any = None  # np.ndarray: pods per node when up
 
     # ------------------------------------------------------------------ state
-    def attach(self, dr):
+    def attach(self, dr: Any) -> None:
         self.dr = dr
         e = dr.e
         self.slots = self.c.pods.copy()
@@ -128,24 +134,24 @@ class Autoscaler(object):
         for node in np.flatnonzero(self.up):
             self._empty(int(node), dr.start)
 
-    def _provisioned(self):
+    def _provisioned(self) -> None:
         gpus = int(self.c.ngpu[self.up].sum()) + sum(int(self.c.ngpu[b]) for b in self.booting)
         self.dr.provisioned = gpus
         self.nodes_peak = max(self.nodes_peak, int(self.up.sum()) + len(self.booting))
 
-    def _empty(self, node, t):
+    def _empty(self, node: int, t: float) -> None:
         self.empty_since[node] = t
         self.dr.push(t + self.after, SCALE, ("down", node, t))
 
     # ------------------------------------------------------------------ hooks of DepartureReplay
-    def bound(self, node):
+    def bound(self, node: int) -> None:
         self.empty_since[node] = None
 
-    def left(self, node, t):
+    def left(self, node: int, t: float) -> None:
         if self.dr.e.pods_left[node] == self.slots[node]:
             self._empty(node, t)
 
-    def event(self, payload, t):
+    def event(self, payload: Tuple[Any, ...], t: float) -> bool:
         """A node becomes Ready (returns True: pods may fit) or an idle check falls due."""
         if payload[0] == "up":
             node = payload[1]
@@ -168,7 +174,7 @@ class Autoscaler(object):
         return False
 
     # ------------------------------------------------------------------ scale-up
-    def _fits_empty(self, g, cpu, mem, num, milli, spec):
+    def _fits_empty(self, g: int, cpu: int, mem: int, num: int, milli: int, spec: Any) -> bool:
         i = self.rep[g]
         x = self.c.nodes[i]
         if (x.cpu_milli is not None and x.cpu_milli < cpu) or (x.memory_mib is not None and x.memory_mib < mem):
@@ -181,12 +187,12 @@ class Autoscaler(object):
             return x.gpus >= num
         return True
 
-    def _waste(self, g, num, milli, cpu, mem):
+    def _waste(self, g: int, num: int, milli: int, cpu: int, mem: int) -> Tuple[float, int, int, int]:
         x = self.c.nodes[self.rep[g]]
         gpus = x.gpus - num * milli / float(MILLI)
         return (gpus, (x.cpu_milli or 0) - cpu, (x.memory_mib or 0) - mem, g)
 
-    def scale_up(self, t, pending):
+    def scale_up(self, t: float, pending: Iterable[int]) -> None:
         """Ask for nodes for the pending pods not covered yet (``pending``: in queue order)."""
         if not any(self.free):
             return

@@ -116,8 +116,8 @@ def demand_items(counts: Dict[PodClass, int], shape: gpu_catalog.GpuModel, table
         if n <= 0:
             continue
         if c[0] == "whole":
-            item: Dict[str, Any] = {"tenant": "whatif", "name": "whole-%d" % c[1], "replicas": n, "memory_gb": opt.capacity_gb(shape),
-                    "kind": "training", "isolation": "strict"}
+            item: Dict[str, Any] = {"tenant": "whatif", "name": "whole-%d" % c[1], "replicas": n,
+                                    "memory_gb": opt.capacity_gb(shape), "kind": "training", "isolation": "strict"}
             if c[1] > 1:
                 item["gpus_per_replica"] = c[1]
             items.append(item)

@@ -36,13 +36,14 @@ Pure Python over the engine's numpy arrays; controller side only.
 from __future__ import annotations
 
 import random
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - engine.need_numpy reports it
-    np = None
+    np = None  # type: ignore[assignment]
 
 # The trace's qos values (Alibaba: LS latency-sensitive, BE best-effort; Kubernetes' Guaranteed and Burstable
 # QoS classes): latency-sensitive and guaranteed pods above burstable, best-effort lowest.
@@ -54,7 +55,7 @@ MILLI = 1000
 INT32_MIN, PRIORITY_MAX = -(2 ** 31), 10 ** 9  # user PriorityClasses: values up to one billion
 
 
-def check_priorities(value):
+def check_priorities(value: Any) -> Optional[Dict[str, int]]:
     """The ``priorities`` option -> ``{qos: int}`` or None (no priorities)."""
     if value is None or value is False:
         return None
@@ -63,7 +64,7 @@ def check_priorities(value):
     if not isinstance(value, dict) or not value:
         raise GpuOpsError("priorities must be a mapping {qos: integer} (e.g. %s) or 'default', not %r"
                           % (DEFAULT_PRIORITIES, value), valid="mapping qos -> integer, or 'default'")
-    out = {}
+    out: Dict[str, int] = {}
     for k, v in value.items():
         if isinstance(v, bool) or not isinstance(v, int) or not INT32_MIN <= v <= PRIORITY_MAX:
             raise GpuOpsError("priorities.%s must be an integer in [%d, %d], not %r" % (k, INT32_MIN, PRIORITY_MAX, v),
@@ -72,9 +73,9 @@ def check_priorities(value):
     return out
 
 
-def pod_priorities(seq, mapping):
+def pod_priorities(seq: Iterable[Any], mapping: Mapping[str, int]) -> List[int]:
     """Priority per pod of ``seq`` (0 without a qos); an unknown qos fails naming the mapping's values."""
-    out = []
+    out: List[int] = []
     for p in seq:
         if p.qos is None:
             out.append(0)
@@ -91,7 +92,7 @@ def pod_priorities(seq, mapping):
 class _NodeView(object):
     """What one node would have left with some of its pods removed (no change to the engine)."""
 
-    def __init__(self, e, node):
+    def __init__(self, e: Any, node: int) -> None:
         self.e = e
         self.cpu = int(e.cpu_left[node])
         self.mem = int(e.mem_left[node])
@@ -99,7 +100,7 @@ class _NodeView(object):
         self.slice = hasattr(e, "nf")
         self.gpu = e.nf[node].copy() if self.slice else e.gl[node].copy()
 
-    def change(self, arrival, gpus, sign):
+    def change(self, arrival: Sequence[Any], gpus: Any, sign: int) -> None:
         cpu, mem, num, milli = arrival[:4]
         self.cpu += sign * cpu
         self.mem += sign * mem
@@ -112,7 +113,7 @@ class _NodeView(object):
                 for i in gpus:
                     self.gpu[i] += sign * milli
 
-    def fits(self, cpu, mem, num, milli, q):
+    def fits(self, cpu: int, mem: int, num: int, milli: int, q: int) -> bool:
         if self.cpu < cpu or self.mem < mem or self.pods <= 0:
             return False
         if not num:
@@ -127,36 +128,36 @@ class _NodeView(object):
 class Preemptor(object):
     """Preemption for one DepartureReplay ``dr`` (attach first). ``prio``: priority per arrival."""
 
-    def __init__(self, prio, seed=0):
+    def __init__(self, prio: Iterable[int], seed: Any = 0) -> None:
         self.prio = list(prio)
         self.rng = random.Random("preempt-%s" % seed)
-        self.on_node = {}  # node -> {arrival: None}
+        self.on_node: Dict[int, Dict[int, None]] = {}  # node -> {arrival: None}
         self.evictions = 0
-        self.dr = None
+        self.dr: Any = None  # the DepartureReplay (attach)
         self.levels = sorted(set(self.prio))
         index = dict((v, i) for i, v in enumerate(self.levels))
         self.level = [index[v] for v in self.prio]
-        self.count = None  # [level, node]: pods running
+        self.count: Any = None  # np.ndarray [level, node]: pods running
 
-    def attach(self, dr):
+    def attach(self, dr: Any) -> None:
         self.dr = dr
         self.count = np.zeros((len(self.levels), dr.e.c.n), dtype=np.int64)
 
     # ------------------------------------------------------------------ bookkeeping hooks
-    def bound(self, k, node):
+    def bound(self, k: int, node: int) -> None:
         self.on_node.setdefault(node, {})[k] = None
         self.count[self.level[k], node] += 1
 
-    def left(self, k, node):
+    def left(self, k: int, node: int) -> None:
         del self.on_node[node][k]
         self.count[self.level[k], node] -= 1
 
-    def order(self, pending):
+    def order(self, pending: Iterable[int]) -> List[int]:
         """Pending pods, highest priority first, then in queue order (a stable sort)."""
         return sorted(pending, key=lambda k: -self.prio[k])
 
     # ------------------------------------------------------------------ preemption
-    def _victims(self, e, node, k, q):
+    def _victims(self, e: Any, node: int, k: int, q: int) -> Optional[List[int]]:
         """Victims on ``node`` for arrival ``k`` (sorted most important first) or None when it cannot fit."""
         pk = self.prio[k]
         cpu, mem, num, milli = e.arrivals[k][:4]
@@ -171,7 +172,7 @@ class Preemptor(object):
             return None
         start = self.dr.started
         lower.sort(key=lambda j: (-self.prio[j], start(j), j))
-        victims = []
+        victims: List[int] = []
         for j in lower:
             view.change(e.arrivals[j], where[j][1], -1)
             if not view.fits(cpu, mem, num, milli, q):
@@ -179,7 +180,7 @@ class Preemptor(object):
                 victims.append(j)
         return victims
 
-    def candidates(self, k):
+    def candidates(self, k: int) -> List[Tuple[int, List[int]]]:
         """``[(node, victims)]`` in the order examined (at most max(100, 10 % of the nodes) of them)."""
         dr = self.dr
         e = dr.e
@@ -199,7 +200,7 @@ class Preemptor(object):
         offset = self.rng.randrange(n)
         order = np.concatenate([nodes[nodes >= offset], nodes[nodes < offset]])
         qs = e.kind_nodes(milli) if (num and hasattr(e, "kind_nodes")) else None
-        out = []
+        out: List[Tuple[int, List[int]]] = []
         for node in order:
             node = int(node)
             victims = self._victims(e, node, k, int(qs[node]) if qs is not None else -1)
@@ -209,17 +210,17 @@ class Preemptor(object):
                     break
         return out
 
-    def _unmasked(self, e):
+    def _unmasked(self, e: Any) -> Any:
         """Nodes that are in the cluster now (the autoscaler masks the others)."""
         asc = getattr(self.dr, "asc", None)
         if asc is None:
             return np.ones(e.c.n, dtype=bool)
         return asc.up.copy()
 
-    def pick(self, cands):
+    def pick(self, cands: Sequence[Tuple[int, List[int]]]) -> Tuple[int, List[int]]:
         """kube-scheduler's pickOneNodeForPreemption over ``[(node, victims)]`` (victims most important first)."""
         start = self.dr.started
-        best = None
+        best: Optional[Tuple[Tuple[Any, ...], int, List[int]]] = None
         for pos, (node, victims) in enumerate(cands):
             top = self.prio[victims[0]] if victims else INT32_MIN - 1
             tops = [j for j in victims if self.prio[j] == top]
@@ -231,9 +232,10 @@ class Preemptor(object):
                    pos)
             if best is None or key < best[0]:
                 best = (key, node, victims)
+        assert best is not None, "pick needs at least one candidate"
         return best[1], best[2]
 
-    def preempt(self, k, t):
+    def preempt(self, k: int, t: float) -> int:
         """Evict for arrival ``k`` at ``t``; the node it now fits on, or -1."""
         cands = self.candidates(k)
         if not cands:
@@ -245,7 +247,7 @@ class Preemptor(object):
         return node
 
 
-def check_fit(e, node, k):
+def check_fit(e: Any, node: int, k: int) -> None:
     """True when arrival ``k`` fits on ``node`` now (a guard after the victims left)."""
     cpu, mem, num, milli, dummy_req, spec = e.arrivals[k]
     f = e.feasible(cpu, mem, num, milli, spec)
@@ -253,11 +255,11 @@ def check_fit(e, node, k):
         raise GpuOpsError("preemption: pod %d does not fit on node %s after its victims left" % (k, e.c.names[node]))
 
 
-def by_priority(dr, percentile):
+def by_priority(dr: Any, percentile: Callable[[List[float], float], Optional[float]]) -> Dict[str, Dict[str, Any]]:
     """Per priority: pods, served % (GPU-time), pods never placed, start delay p95 (s), pods preempted.
 
     ``percentile``: departures.percentile (passed in: this module does not import departures)."""
-    groups = {}
+    groups: Dict[int, Dict[str, Any]] = {}
     prio = dr.pre.prio
     for k, p in enumerate(dr.seq):
         g = groups.setdefault(prio[k], {"pods": 0, "req": 0.0, "served": 0.0, "never": 0, "delays": [],
@@ -274,7 +276,7 @@ def by_priority(dr, percentile):
         g["delays"].append(b - p.creation_time)
         if k in dr.evicted_run:
             g["preempted"] += 1
-    out = {}
+    out: Dict[str, Dict[str, Any]] = {}
     for v in sorted(groups, reverse=True):
         g = groups[v]
         d95 = percentile(g["delays"], 95)

@@ -29,24 +29,32 @@ Pure Python over the engine's numpy arrays; controller side only.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Set, Tuple
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import api as plan_api
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned
 
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - engine.need_numpy reports it
-    np = None
+    np = None  # type: ignore[assignment]
+
+# A node's change: (node, gpu, new units).
+Change = Tuple[int, int, List[int]]
 
 
 class _LayoutView(object):
     """The engine as the planner problem sees it in node scope: ``gpu_units`` is a GPU's installed layout."""
 
-    def __init__(self, engine):
+    def __init__(self, engine: Any) -> None:
         self._e = engine
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._e, name)
 
-    def gpu_units(self, node, gi):
+    def gpu_units(self, node: int, gi: int) -> List[int]:
         """The units installed on one GPU, free or in use (``[]`` while it is being reconfigured)."""
         e = self._e
         if e.reconf[node, gi]:
@@ -57,27 +65,28 @@ class _LayoutView(object):
 class NodeReplanner(replanned.Replanner):
     """Re-plans a node at a time; ``drain``: ``requeue`` or ``wait``."""
 
-    def __init__(self, engine, cluster, table, shapes, every_h=6.0, min_interval_h=0.5, budget=1, reconfigure_s=120.0,
-                 drain="requeue"):
+    def __init__(self, engine: Any, cluster: Any, table: whatif_mig.UnitTable, shapes: List[gpu_catalog.GpuModel],
+                 every_h: float = 6.0, min_interval_h: float = 0.5, budget: int = 1, reconfigure_s: float = 120.0,
+                 drain: str = "requeue") -> None:
         replanned.Replanner.__init__(self, engine, cluster, table, shapes, every_h, min_interval_h, budget, reconfigure_s)
         self.e = _LayoutView(engine)
         self.drain = drain
-        self.waiting = {}  # node -> (decided at, {gpu: units})
+        self.waiting: Dict[int, Tuple[float, Dict[int, List[int]]]] = {}  # node -> (decided at, {gpu: units})
         self.draining = np.zeros((cluster.n, cluster.g), dtype=bool)
         self.drain_evictions = 0
         self.drain_wait_s = 0.0
-        self._cands = []
+        self._cands: List[Tuple[int, int]] = []
 
     # ------------------------------------------------------------------ the problem
-    def _open_mask(self):
+    def _open_mask(self) -> Any:
         c = self.c
         e = self.e._e
         return (np.arange(c.g)[None, :] < c.ngpu[:, None]) & ~e.reconf & ~self.draining
 
-    def _candidates(self, m, empty, free, need, want):
+    def _candidates(self, m: int, empty: Any, free: Any, need: Any, want: int) -> List[Tuple[int, int]]:
         gpus = replanned.Replanner._candidates(self, m, empty, free, need, max(want, 1) * 8)
-        out = []
-        seen = set()
+        out: List[Tuple[int, int]] = []
+        seen: Set[int] = set()
         for node, dummy_gi in gpus:
             if node in seen:
                 continue
@@ -88,7 +97,7 @@ class NodeReplanner(replanned.Replanner):
         self._cands = out
         return out
 
-    def _items(self, m, deficit, multi):
+    def _items(self, m: int, deficit: Dict[int, int], multi: Dict[int, int]) -> List[plan_api.Item]:
         held = dict(deficit)
         cands = set(self._cands)
         for k, (node, gpus, dummy_got) in self.dr.where.items():
@@ -101,11 +110,11 @@ class NodeReplanner(replanned.Replanner):
         return replanned.Replanner._items(self, m, held, multi)
 
     # ------------------------------------------------------------------ applying a node's changes
-    def _apply(self, t, changes, budget_left, empty):
-        by_node = {}
+    def _apply(self, t: float, changes: List[Change], budget_left: int, empty: Any) -> Tuple[List[Change], bool]:
+        by_node: Dict[int, Dict[int, List[int]]] = {}
         for node, gi, units in changes:
             by_node.setdefault(node, {})[gi] = units
-        applied = []
+        applied: List[Change] = []
         now = False
         for node, gis in by_node.items():
             if len(applied) + len(gis) > budget_left:
@@ -127,7 +136,7 @@ class NodeReplanner(replanned.Replanner):
                 now = self._start(t, node, gi, units) or now
         return applied, now
 
-    def _evict(self, node, gis, t):
+    def _evict(self, node: int, gis: Dict[int, List[int]], t: float) -> None:
         dr = self.dr
         victims = [k for k, (n, gpus, dummy) in dr.where.items()
                    if n == node and gpus[0] is not None and any(gi in gis for gi in gpus[1])]
@@ -136,7 +145,7 @@ class NodeReplanner(replanned.Replanner):
             self.drain_evictions += 1
         dr.flush()
 
-    def _withhold(self, node, gis):
+    def _withhold(self, node: int, gis: Dict[int, List[int]]) -> None:
         """Cordon GPUs: their free units are taken away (a pod leaving gives its units back: see :meth:`left`)."""
         e = self.e._e
         for gi in gis:
@@ -148,7 +157,7 @@ class NodeReplanner(replanned.Replanner):
         e.frag.update(node, e.nf[node], e.total_left[node], e.cpu_left[node])
 
     # ------------------------------------------------------------------ hook of DepartureReplay
-    def left(self, node, t):
+    def left(self, node: int, t: float) -> None:
         """A pod left ``node``: a node waiting for its GPUs starts its change once they are all empty."""
         entry = self.waiting.get(node)
         if entry is None:

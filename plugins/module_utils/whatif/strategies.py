@@ -11,16 +11,18 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 import math
+from typing import Any, Dict, Iterable, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 REPLAN_SCOPES = ("gpu", "node")
 REPLAN_DRAINS = ("requeue", "wait")
 AUTOSCALER_KEYS = ("scale_up_delay_s", "scale_down_after_s", "min_nodes", "max_nodes")
-AUTOSCALER_DEFAULTS = {"scale_up_delay_s": 300.0, "scale_down_after_s": 600.0, "min_nodes": 0, "max_nodes": None}
+AUTOSCALER_DEFAULTS: Dict[str, Any] = {"scale_up_delay_s": 300.0, "scale_down_after_s": 600.0, "min_nodes": 0,
+                                       "max_nodes": None}
 
 
-def check_autoscaler(value):
+def check_autoscaler(value: Any) -> Optional[Dict[str, Any]]:
     """``autoscaler`` -> a dict with every key (``max_nodes`` None: the sample's node count), or None."""
     if value is None:
         return None
@@ -50,7 +52,7 @@ def check_autoscaler(value):
     return out
 
 
-def check(p, sharings):
+def check(p: Dict[str, Any], sharings: Iterable[str]) -> None:
     """Normalise the strategy options of ``p`` in place (runner.normalise calls it)."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
 
