@@ -69,6 +69,15 @@ MODULE_PLAY = """\
         config: "{{ gpuops_mig_config }}"
         simulator: "{{ gpuops_simulator }}"
 """
+# Which fault a failing call gets (random_faults.mix, docs/fleet-operations.md "The chaos fault mix"): mostly
+# transient, as real NVML failures are. No published failure statistics exist; the weights are an assumption.
+# The TIMEOUT after the change is the hard case for a retry: the driver did it, the call still failed.
+CHAOS_MIX = [
+    {"error": "NVML_ERROR_IN_USE", "weight": 60},                         # a process still releasing the instance
+    {"error": "NVML_ERROR_TIMEOUT", "weight": 10},                        # a busy driver, nothing done
+    {"error": "NVML_ERROR_TIMEOUT", "weight": 20, "after_change": True},  # a busy driver, the change made
+    {"error": "NVML_ERROR_UNKNOWN", "weight": 10},                        # permanent: fails the host at once
+]
 _RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -76,7 +85,7 @@ def _layout_params(mig_devices):
     return {"layout": [{"devices": "all", "mig-enabled": True, "mig-devices": mig_devices}]}
 
 
-def build_host(path, gpus, rate, seed):
+def build_host(path, gpus, rate, seed, mix=None):
     """A host in chaos-a with a process on every 3g.40gb; returns what must survive: {(gpu, gi): uuid}
     of the instances the plan to chaos-b keeps, and the processes."""
     state = nvml_sim.new_state([{"model": "h100_80gb", "count": gpus}], seed=1)
@@ -100,7 +109,7 @@ def build_host(path, gpus, rate, seed):
             uuids = sorted(r["uuid"] for r in gpu["instances"] if r["gpu_instance_id"] == a["gpu_instance_id"])
             kept["%d/%d" % (a["gpu"], a["gpu_instance_id"])] = uuids
     state = nvml_sim.load_state(path)
-    state["random_faults"] = {"rate": rate, "seed": seed}
+    state["random_faults"] = {"rate": rate, "seed": seed, "mix": CHAOS_MIX if mix is None else mix}
     nvml_sim.save_state(path, state)
     return {"kept": kept, "processes": _processes(state)}
 
