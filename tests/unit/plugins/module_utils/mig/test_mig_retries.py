@@ -74,9 +74,13 @@ def test_permanent_error_fails_at_once_without_a_retry(tmp_path):
 def test_create_that_the_driver_made_before_failing_is_not_made_twice(tmp_path):
     path = _host(tmp_path)
     # the compute instance is created, then the call answers TIMEOUT (the handle never comes back)
+    # a tripwire: destroying any compute instance fails the run (the instance made must stay as it is)
     _faults(path, {"call": "nvmlGpuInstanceCreateComputeInstance", "error": "NVML_ERROR_TIMEOUT", "count": 1,
-                   "after_change": True})
+                   "after_change": True},
+            {"call": "nvmlComputeInstanceDestroy", "error": "NVML_ERROR_UNKNOWN", "count": 1})
     result, slept = _run(path, {"3g.40gb": 1})
+    assert nvml_sim.load_state(path)["faults"] == [
+        {"call": "nvmlComputeInstanceDestroy", "error": "NVML_ERROR_UNKNOWN", "count": 1}]
     assert [(r["error"], r["nvml_call"], r["attempt"]) for r in result["nvml_retries"]] == [
         ("NVML_ERROR_TIMEOUT", "nvmlGpuInstanceCreateComputeInstance", 1)]
     create = [a for a in result["actions"] if a["action"] == "create"][0]
