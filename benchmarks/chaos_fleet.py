@@ -8,7 +8,7 @@ N simulated hosts (default 50, 8 H100 80GB each, MIG on, every GPU in layout ``c
 ``gpuops.k8s.mig`` role from a mig-parted config file; driver and toolkit off, no cluster guard),
 while the simulator fails a seeded random ``rate`` (default 5 %) of the mutating NVML calls
 (``random_faults`` in each host's state) with the fault mix ``CHAOS_MIX`` (mostly transient errors, some
-of them after the driver made the change; 10 % permanent). mig_partition tries the transient ones
+of them after the driver made the change; 5 % permanent). mig_partition tries the transient ones
 again inside the run (``nvml_attempts``, default 3; the simulator does not sleep the backoff). The
 playbook is run again until every host converges.
 
@@ -80,9 +80,9 @@ MODULE_PLAY = """\
 # The TIMEOUT after the change is the hard case for a retry: the driver did it, the call still failed.
 CHAOS_MIX = [
     {"error": "NVML_ERROR_IN_USE", "weight": 60},                         # a process still releasing the instance
-    {"error": "NVML_ERROR_TIMEOUT", "weight": 10},                        # a busy driver, nothing done
+    {"error": "NVML_ERROR_TIMEOUT", "weight": 15},                        # a busy driver, nothing done
     {"error": "NVML_ERROR_TIMEOUT", "weight": 20, "after_change": True},  # a busy driver, the change made
-    {"error": "NVML_ERROR_UNKNOWN", "weight": 10},                        # permanent: fails the host at once
+    {"error": "NVML_ERROR_UNKNOWN", "weight": 5},                         # permanent: fails the host at once
 ]
 
 
