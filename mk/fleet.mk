@@ -4,8 +4,10 @@
 #   make bench-fleet  200 simulated 8-GPU hosts: gpu_info + mig_partition (check mode) vs ping + command
 #                     (benchmarks/fleet_overhead.py; BENCH_FLEET_ARGS="--hosts 50 --runs 1" for a short run)
 #   make chaos        50 simulated 8-GPU hosts, playbooks/gpu_nodes.yml (mig role) with seeded random NVML faults on
-#                     5 % of mutating calls, re-run until converged; prints faults, hosts failed, runs to converge
-#                     (benchmarks/chaos_fleet.py; CHAOS_ARGS="--hosts 10 --gpus 2" for a short run). Not in make test.
+#                     5 % of mutating calls (the chaos mix: mostly transient, retried inside the run), re-run until
+#                     converged; prints runs to converge, faults, retries, hosts failed, kept instances destroyed,
+#                     processes lost (benchmarks/chaos_fleet.py; CHAOS_ARGS="--hosts 10 --gpus 2" for a short run,
+#                     "--attempts 1" for no retry, "--mix unknown" for the old all-permanent faults). Not in make test.
 .PHONY: ee-check ee-context bench-fleet chaos
 
 TEST_TARGETS += ee-check

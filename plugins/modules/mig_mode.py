@@ -45,6 +45,18 @@ options:
         before anything changes, naming the PIDs.
     type: bool
     default: false
+  nvml_attempts:
+    description:
+      - How many times in all a MIG mode change is tried when NVML answers with a transient error (C(NVML_ERROR_IN_USE),
+        C(NVML_ERROR_TIMEOUT), C(NVML_ERROR_NOT_READY)); the mode is read again first, and a mode already pending is
+        not set again. V(1) never retries; at most V(20). Other NVML errors, and a failed GPU reset, are never retried.
+      - Each retry is listed in RV(nvml_retries). Check mode calls no setter and is not affected.
+    type: int
+    default: 3
+  nvml_backoff:
+    description: Seconds before the first new try, doubled each time (V(0) to V(60)). The simulator never waits.
+    type: float
+    default: 1.0
 attributes:
   check_mode:
     description: Reports the actions it would take (RV(actions)) and the predicted modes; calls no NVML setter.
@@ -120,6 +132,14 @@ actions:
   elements: dict
   sample: [{action: set_mig_mode, gpu: 0, uuid: GPU-5a4c2e1d-0b7f-4f1e-9d7c-2a1f0e6b3c44, enabled: true},
            {action: reset_gpu, gpu: 0, uuid: GPU-5a4c2e1d-0b7f-4f1e-9d7c-2a1f0e6b3c44}]
+nvml_retries:
+  description:
+    - One entry per transient NVML error tried again (see O(nvml_attempts)), with C(gpu), C(action) (V(set_mig_mode)),
+      C(error), C(nvml_call), C(attempt) (the try that failed, from 1) and C(backoff_s); empty when none was.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{gpu: 0, action: set_mig_mode, error: NVML_ERROR_IN_USE, nvml_call: nvmlDeviceSetMigMode, attempt: 1, backoff_s: 1.0}]
 gpus:
   description: Every GPU of the host after the run, in the shape of M(gpuops.k8s.gpu_info)'s RV(gpuops.k8s.gpu_info#module:gpus).
   returned: success
@@ -142,6 +162,8 @@ def main():
         state=dict(type="str", choices=["enabled", "disabled"], default="enabled"),
         devices=dict(type="raw", default="all"),
         reset=dict(type="bool", default=False),
+        nvml_attempts=dict(type="int", default=3),
+        nvml_backoff=dict(type="float", default=1.0),
     ))
     run_host_change(module, mig_mode)
 

@@ -30,6 +30,13 @@ description:
     pending until a GPU reset (see M(gpuops.k8s.mig_mode) with O(gpuops.k8s.mig_mode#module:reset=true))
     and RV(reset_required) is returned; the instances are created by a later run once the mode is
     active. Hopper and newer GPUs apply the mode at once and the layout is created in the same run.
+  - An NVML error that is transient (C(NVML_ERROR_IN_USE) while a process still releases an instance,
+    C(NVML_ERROR_TIMEOUT), C(NVML_ERROR_NOT_READY)) is tried again up to O(nvml_attempts) times in all, waiting
+    O(nvml_backoff) seconds, then twice as long each time. Before each new try the GPU is read again, so a change
+    the driver made although the call failed is not made twice (an instance is never created twice, and only the
+    instance the plan names is destroyed). Each retry is listed in RV(nvml_retries).
+  - Any other NVML error (C(INVALID_ARGUMENT), C(NOT_SUPPORTED), C(NO_PERMISSION), C(INSUFFICIENT_RESOURCES),
+    C(GPU_IS_LOST), C(UNKNOWN), ...) stops the run at once.
   - If an NVML call fails halfway, the module stops and fails with the GPUs as they are now, the
     actions that completed, the one that failed and those not attempted; running it again converges.
 author:
@@ -81,6 +88,20 @@ options:
         then stops with the report described in the notes. Stop the workloads (drain the node) first.
     type: bool
     default: false
+  nvml_attempts:
+    description:
+      - How many times in all an action (set MIG mode, destroy or create an instance) is tried when NVML answers
+        with a transient error (C(NVML_ERROR_IN_USE), C(NVML_ERROR_TIMEOUT), C(NVML_ERROR_NOT_READY)).
+      - V(1) tries once and fails at once, as before retries existed. At most V(20).
+      - Other NVML errors are never tried again. Check mode calls no setter and is not affected.
+    type: int
+    default: 3
+  nvml_backoff:
+    description:
+      - Seconds to wait before the first new try; each further wait is twice the one before (V(1.0) waits 1 s, then 2 s).
+      - From V(0) to V(60). The simulator (O(simulator)) never waits; it records the waits only.
+    type: float
+    default: 1.0
 requirements:
   - PyYAML for the Python running the module, to read O(config_file) (it comes with ansible-core)
   - root or CAP_SYS_ADMIN on real GPU hosts to change MIG mode and create or destroy MIG instances
@@ -101,7 +122,9 @@ notes:
     failure, C(completed) (the actions done, and every NVML call of the failed action that changed the GPU before it
     failed, such as V(destroy_compute_instance) before a failed GPU instance destroy or V(create_gpu_instance) whose
     rollback failed, each with C(nvml_call) and C(part_of)), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
-    C(not_attempted) and C(changed=true) if anything was done. Running the task again converges.
+    C(not_attempted), C(nvml_retries) and C(changed=true) if anything was done. When the last try of a transient error
+    failed, C(failed_action.error_details) has C(attempts) and C(retries_exhausted=true) and the message says after how
+    many attempts. Running the task again converges.
   - Invalid input fails before anything changes with C(errors) (one per GPU, with C(gpu) and C(msg)) and, where they
     apply, C(valid_profiles), C(valid_configs), C(max_instances) or C(busy_instances).
 seealso:
@@ -280,6 +303,18 @@ diagram:
   elements: str
   sample:
     - "GPU0 a100_80gb [3g.40gb                            |2g.20gb          |1g.10gb |1g.10gb ]  7/7 compute"
+nvml_retries:
+  description:
+    - One entry per transient NVML error that was tried again (see O(nvml_attempts)); empty when none was.
+    - Each has C(gpu), C(action) (V(set_mig_mode), V(destroy) or V(create)), C(profile) and C(gpu_instance_id) where the
+      action has them, C(error) (the NVML error name), C(nvml_call), C(attempt) (the try that failed, from 1) and
+      C(backoff_s) (the wait before the next try).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {gpu: 3, action: destroy, profile: 1g.10gb, gpu_instance_id: 13, error: NVML_ERROR_IN_USE,
+       nvml_call: nvmlGpuInstanceDestroy, attempt: 1, backoff_s: 1.0}
 diff:
   description: MIG mode and instances before and after, keyed by GPU uuid (in diff mode).
   returned: when diff mode is on
@@ -303,6 +338,8 @@ def main():
             layout=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
             missing_gpus=dict(type="str", choices=["fail", "warn"]),
+            nvml_attempts=dict(type="int", default=3),
+            nvml_backoff=dict(type="float", default=1.0),
         ),
         mutually_exclusive=[("config_file", "layout")],
         required_one_of=[("config_file", "layout")],

@@ -36,6 +36,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instance
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import lock_unless_check
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import retry as nvml_retry
 
 MUTATING = ("set_mig_mode", "destroy", "create")
 
@@ -283,36 +284,40 @@ def _err_text(e):
     return str(e)
 
 
-def _apply(nvml, works, completed):
-    """Execute every GPU's actions in order; ``completed`` collects the done ones. Returns the set
-    of GPU indexes whose mode change is waiting for a reset."""
+def _apply(nvml, works, completed, policy, retries):
+    """Execute every GPU's actions in order; ``completed`` collects the done ones, ``retries`` the transient
+    errors tried again (nvml.retry ``policy``). Returns the set of GPU indexes whose mode change is waiting
+    for a reset."""
     # the changes are loaded here only: check mode never changes a GPU
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # pylint: disable=import-outside-toplevel
+    run = _Runner(nvml, completed, policy, retries)
     waiting = set()
     for w in works:
         idx = w.gpu["index"]
         if w.mode_action == "disable_mig":
             for a in w.destroy_actions():
-                _run(a, completed, mig_changes.destroy_instance, nvml, idx, a["gpu_instance_id"])
+                run(a, mig_changes.destroy_instance, (idx, a["gpu_instance_id"]),
+                    mig_changes.settle_destroy, (idx, a["gpu_instance_id"], a["placement"]))
             a = w.mode_actions()[0]
-            res = _run(a, completed, mig_changes.set_mig_mode, nvml, idx, False)
+            res = run(a, mig_changes.set_mig_mode, (idx, False), mig_changes.settle_mig_mode, (idx, False))
             if res and res.get("current"):
                 waiting.add(idx)
             continue
         active = bool(w.gpu.get("mig_mode_current"))
         if w.mode_action == "enable_mig":
             a = w.mode_actions()[0]
-            res = _run(a, completed, mig_changes.set_mig_mode, nvml, idx, True)
+            res = run(a, mig_changes.set_mig_mode, (idx, True), mig_changes.settle_mig_mode, (idx, True))
             active = bool(res and res.get("current"))
         if not active:
             waiting.add(idx)
             continue
         for a in w.destroy_actions():
-            _run(a, completed, mig_changes.destroy_instance, nvml, idx, a["gpu_instance_id"])
+            run(a, mig_changes.destroy_instance, (idx, a["gpu_instance_id"]),
+                mig_changes.settle_destroy, (idx, a["gpu_instance_id"], a["placement"]))
         for a in w.create_actions():
             p = w.pmap[a["profile"]]
-            made = _run(a, completed, mig_changes.create_instance, nvml, idx, p, a["placement"]["start"],
-                        list(a["compute_instances"]))
+            args = (idx, p, a["placement"]["start"], list(a["compute_instances"]))
+            made = run(a, mig_changes.create_instance, args, mig_changes.settle_create, args)
             if made:
                 ids = [m.get("gpu_instance_id") for m in made if isinstance(m, dict)]
                 if ids:
@@ -320,20 +325,34 @@ def _apply(nvml, works, completed):
     return waiting
 
 
-def _run(action, completed, fn, *args):
-    try:
-        out = fn(*args)
-    except GpuOpsError as e:
-        # NVML calls that changed the GPU before the failure (a CI destroyed before its GI, a GI
-        # created before its CI) are completed actions too: the run did change the host
-        for step in e.details.pop("nvml_changes", None) or []:
-            done = dict((k, action[k]) for k in ("gpu", "uuid", "profile", "placement") if k in action)
-            done.update(step)
-            done["part_of"] = action["action"]
-            completed.append(done)
-        raise _Halt(action, e)
-    completed.append(action)
-    return out
+class _Runner(object):
+    """Runs one planned action with retries of transient NVML errors; a failure halts the run (``_Halt``)."""
+
+    def __init__(self, nvml, completed, policy, retries):
+        self.nvml = nvml
+        self.completed = completed
+        self.policy = policy
+        self.retries = retries
+
+    def __call__(self, action, fn, args, settle, settle_args):
+        def on_retry(err, attempt, delay):
+            entry = dict((k, action[k]) for k in ("gpu", "action", "profile", "gpu_instance_id") if k in action)
+            entry.update(error=err.name, nvml_call=err.call, attempt=attempt, backoff_s=delay)
+            self.retries.append(entry)
+        try:
+            out = nvml_retry.call(self.policy, lambda: fn(self.nvml, *args),
+                                  lambda: settle(self.nvml, *settle_args), on_retry)
+        except GpuOpsError as e:
+            # NVML calls that changed the GPU before the failure (a CI destroyed before its GI, a GI
+            # created before its CI) are completed actions too: the run did change the host
+            for step in e.details.pop("nvml_changes", None) or []:
+                done = dict((k, action[k]) for k in ("gpu", "uuid", "profile", "placement") if k in action)
+                done.update(step)
+                done["part_of"] = action["action"]
+                self.completed.append(done)
+            raise _Halt(action, e)
+        self.completed.append(action)
+        return out
 
 
 class _Halt(Exception):
@@ -361,6 +380,8 @@ def _run_mig_partition(nvml, params, check_mode, diff):
     if missing not in ("fail", "warn"):
         raise GpuOpsError("missing_gpus must be fail or warn, got %r" % (missing,))
     absent = mig_config.check_absent(entries, before, strict=missing == "fail", warnings=warnings)
+    policy = nvml_retry.policy_from_params(params, nvml)
+    retries = []
     skipped = []
     works = plan_host(nvml, before, entries, force=force, skipped=skipped)
     planned = []
@@ -379,7 +400,7 @@ def _run_mig_partition(nvml, params, check_mode, diff):
     else:
         completed = []
         try:
-            waiting = _apply(nvml, works, completed)
+            waiting = _apply(nvml, works, completed, policy, retries)
         except _Halt as h:
             now, read_error = _reread(nvml)
             failed = dict(h.action)
@@ -394,7 +415,7 @@ def _run_mig_partition(nvml, params, check_mode, diff):
             not_attempted = [dict(a) for a in later if id(a) not in done_ids]
             completed = [dict(a) for a in completed]
             details = {"changed": bool(completed), "completed": completed, "failed_action": failed,
-                       "not_attempted": not_attempted, "actions": planned}
+                       "not_attempted": not_attempted, "actions": planned, "nvml_retries": retries}
             if now is not None:
                 details["gpus"] = now
                 details["resources"] = resources(now)
@@ -428,6 +449,7 @@ def _run_mig_partition(nvml, params, check_mode, diff):
         "skipped_gpus": skipped,
         "absent_gpus": absent,
         "warnings": warnings,
+        "nvml_retries": retries,
         "resources": resources(after),
         "diagram": slice_diagram.render(after),
     }

@@ -16,6 +16,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import retry as nvml_retry
 
 
 def _valid_devices(gpus):
@@ -122,10 +123,22 @@ def _report(gpu, enabled):
     }
 
 
+def _set_mode(nvml, index, enabled, policy, retries):
+    """set_mig_mode with retries of transient NVML errors (nvml.retry): a mode already pending is not set again.
+    A GPU reset is not retried: whether a failed reset happened cannot be read back."""
+    def on_retry(err, attempt, delay):
+        retries.append({"gpu": index, "action": "set_mig_mode", "error": err.name, "nvml_call": err.call,
+                        "attempt": attempt, "backoff_s": delay})
+    return nvml_retry.call(policy, lambda: mig_changes.set_mig_mode(nvml, index, enabled),
+                           lambda: mig_changes.settle_mig_mode(nvml, index, enabled), on_retry)
+
+
 def run_mig_mode(nvml, params, check_mode=False):
     """Module result for gpuops.k8s.mig_mode."""
     enabled = params.get("state", "enabled") == "enabled"
     reset = bool(params.get("reset"))
+    policy = nvml_retry.policy_from_params(params, nvml)
+    retries = []
     host = gpu_state.read_host(nvml)
     gpus = host["gpus"]
     try:
@@ -151,7 +164,7 @@ def run_mig_mode(nvml, params, check_mode=False):
                     if not _needs_reset_for_mode(gpu):
                         gpu["mig_mode_current"] = enabled
                 else:
-                    res = mig_changes.set_mig_mode(nvml, step["index"], enabled)
+                    res = _set_mode(nvml, step["index"], enabled, policy, retries)
                     gpu["mig_mode_current"], gpu["mig_mode_pending"] = res["current"], res["pending"]
                 changed = True
             if step["reset"]:
@@ -173,7 +186,7 @@ def run_mig_mode(nvml, params, check_mode=False):
                 e.msg, failed["action"] if failed else "changing", failed["gpu"] if failed else "?", len(done),
                 ", ".join("%s GPU %s" % (a["action"], a["gpu"]) for a in done) or "none"),
             changed=bool(done), actions=done, failed_action=failed, gpus=now, nvml_error=e.name,
-            nvml_error_code=e.value)
+            nvml_error_code=e.value, nvml_retries=retries, attempts=e.details.get("attempts"))
 
     if not check_mode and changed:
         gpus = gpu_state.read_host(nvml)["gpus"]
@@ -187,6 +200,7 @@ def run_mig_mode(nvml, params, check_mode=False):
         "reset_required": any(r["reset_required"] for r in report),
         "skipped_gpus": skipped,
         "actions": actions,
+        "nvml_retries": retries,
         "gpus": gpus,
         "diff": {"before": before, "after": after},
     }

@@ -223,7 +223,8 @@ class Placement(object):
 
 class Backend(object):
     """What every backend offers besides pynvml's function names: ``kind``, a ``cache`` dict for
-    callers, the host lock, ``locked()`` (called once the lock is taken) and ``reset_gpu(index)``."""
+    callers, the host lock, ``locked()`` (called once the lock is taken), ``reset_gpu(index)`` and ``sleep(seconds)``
+    (the backoff between retries of a transient error)."""
 
     kind: Optional[str] = None
     # and pynvml's functions (declared for type checkers; the backends define them or forward them to pynvml)
@@ -250,3 +251,7 @@ class Backend(object):
 
     def reset_gpu(self, index: int) -> None:
         raise NotImplementedError
+
+    def sleep(self, seconds: float) -> None:
+        """The wait between two tries of a transient NVML error (``nvml.retry``); the simulator does not wait."""
+        time.sleep(seconds)

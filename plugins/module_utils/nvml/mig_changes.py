@@ -170,6 +170,48 @@ def destroy_instance(nvml, index, gpu_instance_id):
         raise
 
 
+# -- after a transient error (nvml.retry): is the change already there? ---------------------------------------
+# Each returns (True, result) when the driver made the change although the call failed, so that it is not made
+# twice, and (False, None) when the action must run again.
+
+def settle_mig_mode(nvml, index, enabled):
+    """The requested MIG mode is pending (or current) already: done."""
+    invalidate(nvml, index)
+    handle = _identity(nvml, index)["handle"]
+    _capable, current, pending = _mig_mode(nvml, handle)
+    if bool(pending) == bool(enabled):
+        return True, {"current": current, "pending": pending, "activation_status": 0}
+    return False, None
+
+
+def settle_destroy(nvml, index, gpu_instance_id, placement):
+    """GPU instance ``gpu_instance_id`` is gone: done. Still there at the planned ``placement``: destroy it
+    again (its remaining CIs first). Another instance under that id is not the planned one: GpuOpsError."""
+    handle = _identity(nvml, index)["handle"]
+    for _p, _h, gi_id, start, size, _cis in _gpu_instances(nvml, index, handle, gi_filter=gpu_instance_id):
+        if (start, size) != (placement["start"], placement["size"]):
+            raise GpuOpsError("GPU %d: GPU instance %d is at %d:%d now, not at the planned %d:%d; it is not destroyed"
+                              % (index, gi_id, start, size, placement["start"], placement["size"]), gpu=index,
+                              gpu_instance_id=gi_id)
+        return False, None
+    return True, None
+
+
+def settle_create(nvml, index, gi_profile, start, compute_instances):
+    """A GPU instance of ``gi_profile`` at ``start`` with the planned compute instances: done (no second
+    create). One there with fewer CIs is what the failed try left half-made (the slot was free when the
+    run planned it, under the host lock): it is destroyed, and the create runs again."""
+    p = find_live_profile(nvml, index, gi_profile)
+    handle = _identity(nvml, index)["handle"]
+    for gp, _h, gi_id, at, _size, cis in _gpu_instances(nvml, index, handle):
+        if at != start or gp.profile_id != p.profile_id:
+            continue
+        if sorted(c[1] for c in cis) == sorted(compute_instances):
+            return True, instances_of(nvml, index, gi_id)
+        destroy_instance(nvml, index, gi_id)
+    return False, None
+
+
 def _change(action, call, gpu_instance_id, **extra):
     """One NVML call that changed the GPU, as reported when a higher-level action fails halfway."""
     out = {"action": action, "nvml_call": call, "gpu_instance_id": gpu_instance_id}

@@ -47,6 +47,7 @@ class SimReader(MigReads, Backend):
     The mutating calls are in ``sim.writer.SimBackend``; a read-only module never imports them."""
 
     kind = "simulator"
+    mutating_calls = ()  # the setters (sim.writer); a fault with after_change applies to them only
 
     def __init__(self, path):
         super(SimReader, self).__init__()
@@ -71,6 +72,10 @@ class SimReader(MigReads, Backend):
 
     def _save(self):
         save_state(self.path, self.state)
+
+    def sleep(self, seconds):
+        """Backoff between retries (``nvml.retry``): the simulator records the wait and does not wait."""
+        self.slept = getattr(self, "slept", []) + [seconds]
 
     @staticmethod
     def _matching_fault(faults, call, gpu):
@@ -109,7 +114,11 @@ class SimReader(MigReads, Backend):
                     else:
                         f["count"] = count - 1
                     self._save()
-        raise NvmlError(code, call=call, injected=True)
+        err = NvmlError(code, call=call, injected=True)
+        if f.get("after_change") and call in self.mutating_calls:
+            self._after_change_fault = err  # sim.writer raises it once the call has made its change
+            return
+        raise err
 
     def _enter(self, call, gpu=None):
         if self.state is None:

@@ -28,9 +28,12 @@ Rules enforced (NVML return codes as real NVML):
   change; ``nvml.backend.host_lock`` holds it across a whole plan-and-apply.
 * Seeded random faults: ``random_faults: {rate, seed, calls, error}`` fails each mutating call (or
   each of ``calls``) with probability ``rate``, reproducibly (draw ``n`` of seed ``s`` is
-  ``Random("s:n")``); ``draws`` and ``injected`` count in the state.
+  ``Random("s:n")``); ``draws`` and ``injected`` count in the state. ``mix: [{error, weight,
+  after_change}]`` draws which error (by weight, ``Random("s:n:kind")``); ``after_change`` makes the change
+  and then fails the call. ``injected_by_error`` and ``injected_after_change`` count them.
 * Injected faults: ``{"call": <function name>, "error": <NVML error name>, "count": N, "gpu": i}``
-  make that call fail N times (always without count; on every GPU without gpu).
+  make that call fail N times (always without count; on every GPU without gpu); with ``"after_change":
+  true`` a mutating call makes its change first and then fails (the driver did it, the answer was an error).
 """
 
 from __future__ import annotations
@@ -318,7 +321,7 @@ class _Shape(object):
 
 
 _KINDS = {"int": "an integer", "mode": "0 or 1", "str": "a string", "list": "a list", "dict": "a mapping",
-          "number": "a number", "code": "an NVML error name or code"}
+          "number": "a number", "code": "an NVML error name or code", "bool": "true or false"}
 # one test per kind (every gpu_info reads and checks the whole file: only the asked test runs)
 _CHECKS = {
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -328,6 +331,7 @@ _CHECKS = {
     "dict": lambda v: isinstance(v, dict),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "code": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
 }
 
 
@@ -380,8 +384,16 @@ def validate_state(state, path):
             sh.fail("random_faults.rate", "must be between 0 and 1, got %s" % rate)
         sh.get(spec, "seed", "random_faults", "code", required=False)
         sh.get(spec, "error", "random_faults", "code", required=False)
-        for key in ("draws", "injected"):
+        for key in ("draws", "injected", "injected_after_change"):
             sh.get(spec, key, "random_faults", "int", required=False)
+        for i, kind in enumerate(sh.get(spec, "mix", "random_faults", "list", required=False, nullable=True) or []):
+            where = "random_faults.mix[%d]" % i
+            sh.check(kind, where, "dict")
+            sh.get(kind, "error", where, "code")
+            weight = sh.get(kind, "weight", where, "number", required=False)
+            if weight is not None and weight <= 0:
+                sh.fail(where + ".weight", "must be more than 0, got %s" % weight)
+            sh.get(kind, "after_change", where, "bool", required=False)
         calls = sh.get(spec, "calls", "random_faults", "list", required=False, nullable=True) or []
         for i, call in enumerate(calls):
             if call not in SIM_CALLS:
@@ -393,6 +405,7 @@ def validate_state(state, path):
         sh.get(fault, "call", where, "str")
         sh.get(fault, "error", where, "code", required=False)
         sh.get(fault, "count", where, "int", required=False, nullable=True)
+        sh.get(fault, "after_change", where, "bool", required=False)
         gpu = sh.get(fault, "gpu", where, "int", required=False, nullable=True)
         if gpu is not None and not 0 <= gpu < len(gpus):
             sh.fail(where + ".gpu", "is %d; the host has GPUs 0-%d" % (gpu, len(gpus) - 1))

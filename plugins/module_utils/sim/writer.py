@@ -22,6 +22,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
     RESET_REQUIRED,
     NvmlError,
     error_code,
+    error_name,
     placement_of,
 )
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.reader import SimReader
@@ -48,9 +49,16 @@ MUTATING_CALLS = (
 class SimBackend(SimReader):
     """The simulator with its mutations: what ``nvml.writable`` opens."""
 
+    mutating_calls = MUTATING_CALLS
+
     def _random_fault(self, call):
         """Seeded random faults (``random_faults`` in the state): draw ``n`` of seed ``s`` fails when
-        ``Random("s:n").random() < rate``; the draw count and the faults injected are kept in the state."""
+        ``Random("s:n").random() < rate``; the draw count and the faults injected are kept in the state.
+
+        Which fault: ``mix`` (a list of ``{error, weight, after_change}``) is drawn from with
+        ``Random("s:n:kind")``; without it every fault is ``error`` (default NVML_ERROR_UNKNOWN). A fault
+        with ``after_change`` lets the call make its change and then fails it (the driver did it, the answer
+        was an error), as a timeout can. ``injected_by_error`` counts the faults per NVML error name."""
         spec = self.state.get("random_faults")
         if not spec or call not in (spec.get("calls") or MUTATING_CALLS):
             return
@@ -61,10 +69,20 @@ class SimBackend(SimReader):
             spec.setdefault("injected", 0)
             if random.Random("%s:%d" % (spec.get("seed", 0), draw)).random() >= float(spec.get("rate", 0)):
                 return  # saved with the change this call makes
+            kind = _fault_kind(spec, random.Random("%s:%d:kind" % (spec.get("seed", 0), draw)).random())
+            name = error_name(error_code(kind.get("error") or "NVML_ERROR_UNKNOWN"))
             spec["injected"] = int(spec.get("injected", 0)) + 1
+            by_error = spec.setdefault("injected_by_error", {})
+            by_error[name] = int(by_error.get(name, 0)) + 1
+            if kind.get("after_change"):
+                spec["injected_after_change"] = int(spec.get("injected_after_change", 0)) + 1
             self._save()
-        raise NvmlError(error_code(spec.get("error") or "NVML_ERROR_UNKNOWN"), call=call, injected=True,
-                        random_fault=True)
+        err = NvmlError(error_code(name), call=call, injected=True, random_fault=True,
+                        after_change=bool(kind.get("after_change")))
+        if kind.get("after_change"):
+            self._after_change_fault = err  # raised by _serialized once the call has made its change
+            return
+        raise err
 
     def nvmlDeviceSetMigMode(self, handle, mode):
         call = "nvmlDeviceSetMigMode"
@@ -243,10 +261,30 @@ class SimBackend(SimReader):
         self._save()
 
 
+def _fault_kind(spec, x):
+    """The entry of ``spec['mix']`` that ``x`` (in [0, 1)) falls in by weight; ``{error}`` without a mix."""
+    mix = spec.get("mix") or [{"error": spec.get("error") or "NVML_ERROR_UNKNOWN", "weight": 1}]
+    total = sum(float(k.get("weight", 1)) for k in mix)
+    at = x * total
+    for k in mix:
+        at -= float(k.get("weight", 1))
+        if at < 0:
+            return k
+    return mix[-1]
+
+
 def _serialized(func):
     def call(self, *args, **kwargs):
-        with self._mutation():
-            return func(self, *args, **kwargs)
+        self._after_change_fault = None
+        try:
+            with self._mutation():
+                out = func(self, *args, **kwargs)
+            fault = self._after_change_fault
+            if fault is not None:
+                raise fault
+            return out
+        finally:
+            self._after_change_fault = None
     call.__name__ = func.__name__
     call.__doc__ = func.__doc__
     return call

@@ -129,3 +129,31 @@ def test_fault_halfway_reports_accurately_and_rerun_converges(host):
     res = run(host)
     assert [a["gpu"] for a in res["actions"]] == [1, 2]
     assert modes(host)[:3] == [(False, True), (False, True), (True, True)]
+
+
+def test_transient_mode_error_is_retried_once_and_not_set_twice(host):
+    # GPU 1 (A100 80GB): the mode is set, then the call answers TIMEOUT; GPU 2 (H200): IN_USE once before the change
+    state = nvml_sim.load_state(host)
+    state["faults"] = [{"call": "nvmlDeviceSetMigMode", "error": "NVML_ERROR_TIMEOUT", "count": 1, "gpu": 1,
+                        "after_change": True},
+                       {"call": "nvmlDeviceSetMigMode", "error": "NVML_ERROR_IN_USE", "count": 1, "gpu": 2},
+                       # tripwire: a second SetMigMode on GPU 1 would fail the run
+                       {"call": "nvmlDeviceSetMigMode", "error": "NVML_ERROR_UNKNOWN", "count": 1, "gpu": 1}]
+    nvml_sim.save_state(host, state)
+    res = run(host)
+    assert [(r["gpu"], r["error"], r["attempt"], r["backoff_s"]) for r in res["nvml_retries"]] == [
+        (1, "NVML_ERROR_TIMEOUT", 1, 1.0), (2, "NVML_ERROR_IN_USE", 1, 1.0)]
+    # Ampere: pending until a reset; H200: at once (Hopper toggles without a reset); T4: no MIG
+    assert modes(host)[:3] == [(False, True), (False, True), (True, True)]
+    assert nvml_sim.load_state(host)["faults"] == [
+        {"call": "nvmlDeviceSetMigMode", "error": "NVML_ERROR_UNKNOWN", "count": 1, "gpu": 1}]
+
+
+def test_permanent_mode_error_is_not_retried(host):
+    state = nvml_sim.load_state(host)
+    state["faults"] = [{"call": "nvmlDeviceSetMigMode", "error": "NVML_ERROR_NO_PERMISSION", "count": 2, "gpu": 0}]
+    nvml_sim.save_state(host, state)
+    with pytest.raises(GpuOpsError) as e:
+        run(host)
+    assert e.value.details["nvml_retries"] == [] and e.value.details["attempts"] == 1
+    assert nvml_sim.load_state(host)["faults"][0]["count"] == 1

@@ -69,3 +69,49 @@ def test_random_faults_are_validated(tmp_path, spec, field):
     with pytest.raises(GpuOpsError) as e:
         nvml_sim.load_state(path)
     assert field in e.value.msg
+
+
+def test_fault_mix_is_drawn_by_weight():
+    from ansible_collections.gpuops.k8s.plugins.module_utils.sim.writer import _fault_kind
+    spec = {"mix": [{"error": "A", "weight": 3}, {"error": "B", "weight": 1}]}
+    # weights 3 and 1: [0, 0.75) is A, [0.75, 1) is B
+    assert [_fault_kind(spec, x)["error"] for x in (0.0, 0.74, 0.75, 0.99)] == ["A", "A", "B", "B"]
+    assert _fault_kind({"error": "NVML_ERROR_IN_USE"}, 0.5) == {"error": "NVML_ERROR_IN_USE", "weight": 1}
+    assert _fault_kind({}, 0.5)["error"] == "NVML_ERROR_UNKNOWN"
+
+
+def test_after_change_fault_makes_the_change_then_fails(tmp_path):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
+    path = _host(tmp_path, "m.json", 1.0, 7)
+    state = nvml_sim.load_state(path)
+    state["random_faults"].update(calls=["nvmlDeviceCreateGpuInstanceWithPlacement"],
+                                  mix=[{"error": "NVML_ERROR_TIMEOUT", "after_change": True}])
+    nvml_sim.save_state(path, state)
+    with nvml.open_nvml(path) as backend:
+        handle = backend.nvmlDeviceGetHandleByIndex(0)
+        with pytest.raises(NvmlError) as e:
+            # 7g.80gb: profile id 0, placement 0:8 (nvidia-smi mig -lgipp)
+            backend.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 0, {"start": 0, "size": 8})
+    assert e.value.name == "NVML_ERROR_TIMEOUT" and e.value.details["after_change"] is True
+    state = nvml_sim.load_state(path)
+    assert [(g["profile_id"], g["start"]) for g in state["gpus"][0]["gpu_instances"]] == [(0, 0)]
+    spec = state["random_faults"]
+    assert spec["injected"] == 1 and spec["injected_after_change"] == 1
+    assert spec["injected_by_error"] == {"NVML_ERROR_TIMEOUT": 1}
+
+
+def test_counted_after_change_fault_makes_the_change_then_fails(tmp_path):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
+    path = _host(tmp_path, "c.json", 0.0, 7)
+    state = nvml_sim.load_state(path)
+    state["faults"] = [{"call": "nvmlDeviceCreateGpuInstanceWithPlacement", "error": "NVML_ERROR_TIMEOUT", "count": 1,
+                        "after_change": True}]
+    nvml_sim.save_state(path, state)
+    with nvml.open_nvml(path) as backend:
+        handle = backend.nvmlDeviceGetHandleByIndex(0)
+        with pytest.raises(NvmlError) as e:
+            backend.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 0, {"start": 0, "size": 8})
+    assert e.value.name == "NVML_ERROR_TIMEOUT"
+    state = nvml_sim.load_state(path)
+    assert [(g["profile_id"], g["start"]) for g in state["gpus"][0]["gpu_instances"]] == [(0, 0)]
+    assert state.get("faults") in ([], None)
