@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -265,9 +266,14 @@ def _summary(gpu):
 
 
 def _diff(before, after, indexes):
-    b = dict((g.get("uuid") or str(g["index"]), _summary(g)) for g in before if g["index"] in indexes)
-    a = dict((g.get("uuid") or str(g["index"]), _summary(g)) for g in after if g["index"] in indexes)
-    return {"before": b, "after": a}
+    tracker = diff_helper.DiffTracker()
+    for g in before:
+        if g["index"] in indexes:
+            tracker.add(g.get("uuid") or str(g["index"]), before=_summary(g))
+    for g in after:
+        if g["index"] in indexes:
+            tracker.add(g.get("uuid") or str(g["index"]), after=_summary(g))
+    return tracker.as_dict()
 
 
 def _reread(nvml):

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 DEFAULT_NAME = "report.md"
@@ -124,7 +125,7 @@ def write_report_diff(path, markdown, pictures=None, check_mode=False, diff=Fals
     if not (diff and written["changed"]):
         return written, None
     before = before.decode("utf-8") if before is not None else ""
-    return written, {"before": before, "after": markdown, "before_header": md_path, "after_header": md_path}
+    return written, diff_helper.text_diff(before, markdown, md_path)
 
 
 class Progress(object):
