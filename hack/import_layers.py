@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The module_utils import graph, folder by folder, and the fewest layers it needs (docs/architecture.md, "Layers").
