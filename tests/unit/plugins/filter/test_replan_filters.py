@@ -76,5 +76,8 @@ def test_busy_nodes_from_the_running_gpu_pods():
     # two running GPU pods on n1; on n2 only a pending, a CPU-only and a terminating pod: idle
     assert [(n["name"], n["busy"]) for n in out] == [("n1", 2), ("n2", 0)]
     assert out == gpu_replan_nodes(nodes, [], {"n1": 2})
+    # the same count as gpu_pending_demand's busy_nodes, which replan.yml called a second time for it before
+    from ansible_collections.gpuops.k8s.plugins.module_utils.plan import pending
+    assert out == gpu_replan_nodes(nodes, [], pending.pending_demand(pods)["busy_nodes"])
     with pytest.raises(AnsibleFilterError, match="busy or pods, not both"):
         gpu_replan_nodes(nodes, [], {"n1": 2}, pods=pods)
