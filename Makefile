@@ -23,7 +23,7 @@ TEST_BACKGROUND :=
 
 -include mk/*.mk
 
-.PHONY: help venv collections demo demo-mig demo-clean test lint units vermin integration sanity clean
+.PHONY: help venv collections demo demo-mig demo-clean test lint typecheck units vermin integration sanity clean
 
 help:
 	@echo "make venv         create .venv (pinned toolchain) and install collections (no Galaxy)"
@@ -65,8 +65,16 @@ test: venv collections
 	$(TEST_BACKGROUND) \
 	set -e; for t in $(TEST_ORDER); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
 
-lint: venv
+lint: venv typecheck
 	ansible-lint --offline
+
+# Static types of the annotated module_utils packages (mypy.ini; docs/architecture.md "Types"). mypy imports them
+# as the collection does, through the link .build/collections/ansible_collections/gpuops/k8s -> this checkout.
+TYPED_PACKAGES := catalog common nvml sim report mig host health k8s metrics tenancy
+typecheck: venv
+	@mkdir -p $(COLLECTIONS_ROOT)/ansible_collections/gpuops
+	@[ -e $(COLLECTIONS_ROOT)/ansible_collections/gpuops/k8s ] || ln -sfn $(TOP) $(COLLECTIONS_ROOT)/ansible_collections/gpuops/k8s
+	mypy $(foreach p,$(TYPED_PACKAGES),-p ansible_collections.gpuops.k8s.plugins.module_utils.$(p))
 
 units: venv
 	python -m pytest -q -rs -p no:cacheprovider tests/unit

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import replan
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import pending, replan
 
 DOCUMENTATION = r"""
 name: gpu_replan_nodes
@@ -32,14 +32,24 @@ options:
     type: list
     elements: dict
   busy:
-    description: Running GPU pods per node (gpu_pending_demand's C(busy_nodes)).
+    description: Running GPU pods per node (gpu_pending_demand's C(busy_nodes)); or give O(pods).
     type: dict
+  pods:
+    description:
+      - Pod resources (kubernetes.core.k8s_info); the running pods that hold an NVIDIA resource are counted per node
+        as C(busy) (the rule of gpu_pending_demand's C(busy_nodes)). Mutually exclusive with O(busy).
+    type: list
+    elements: dict
 """
 
 EXAMPLES = r"""
 - name: Nodes for the re-plan
   ansible.builtin.set_fact:
     replan_nodes: "{{ plan_nodes | gpuops.k8s.gpu_replan_nodes(k8s_nodes.resources, replan_pending.busy_nodes) }}"
+
+- name: Nodes for the re-plan, busy from the running pods of every namespace
+  ansible.builtin.set_fact:
+    replan_nodes: "{{ plan_nodes | gpuops.k8s.gpu_replan_nodes(k8s_nodes.resources, pods=running_pods.resources) }}"
 """
 
 RETURN = r"""
@@ -50,8 +60,21 @@ _value:
 """
 
 
-def gpu_replan_nodes(nodes, k8s_nodes=None, busy=None):
+def busy_nodes(pods):
+    """Running GPU pods per node name (pods on no node are not counted)."""
+    busy = {}
+    for r in pending.running_gpu_pods(pods):
+        if r["node"]:
+            busy[r["node"]] = busy.get(r["node"], 0) + 1
+    return busy
+
+
+def gpu_replan_nodes(nodes, k8s_nodes=None, busy=None, pods=None):
+    if busy is not None and pods is not None:
+        raise AnsibleFilterError("gpu_replan_nodes: give busy or pods, not both")
     try:
+        if pods is not None:
+            busy = busy_nodes(pods)
         return replan.planner_nodes(nodes, k8s_nodes, busy)
     except (GpuOpsError, KeyError, TypeError, AttributeError) as e:
         raise AnsibleFilterError("gpu_replan_nodes: %s" % e)

@@ -412,8 +412,9 @@ report:
 """
 
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import deps
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine, report, runner
 
@@ -462,8 +463,7 @@ def main():
         required_one_of=[("nodes_csv", "nodes"), ("pods_csv", "pods")],
         supports_check_mode=True,
     )
-    if not whatif_engine.HAS_NUMPY:
-        module.fail_json(msg=missing_required_lib("numpy"))
+    deps.check_requirements(module, "numpy")
     p = dict(module.params)
     try:
         result = runner.run(p)

@@ -88,7 +88,7 @@ def number(value: Any, where: str, minimum: Optional[float] = None, maximum: Opt
 
 def integer(value: Any, where: str, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
     """``value`` as an int (not a bool), within ``minimum`` and ``maximum`` when given."""
-    return number(value, where, minimum=minimum, maximum=maximum, integer=True)
+    return int(number(value, where, minimum=minimum, maximum=maximum, integer=True))
 
 
 def quantity_int(value: Any, where: str) -> int:

@@ -20,6 +20,7 @@ Python 3.9 compatible.
 from __future__ import annotations
 
 import re
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import validate_policy, xid_action
 
@@ -78,7 +79,8 @@ def _alert_value(alert, label):
     return annotations.get("value")
 
 
-def read_alert(alert, hosts, node_names=None, policy=None):
+def read_alert(alert: Any, hosts: List[str], node_names: Optional[Dict[str, Any]] = None,
+               policy: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Validate one Alertmanager alert and say what it means for the GPU pool.
 
     ``alert``: one entry of an Alertmanager webhook's ``alerts`` list (``status``, ``labels``, ``annotations``,
@@ -104,7 +106,7 @@ def read_alert(alert, hosts, node_names=None, policy=None):
     status = alert.get("status")
     if status not in STATUSES:
         return _drop("malformed alert: status must be firing or resolved, got %r" % (status,))
-    alertname = labels.get("alertname")
+    alertname: Any = labels.get("alertname")
     node = None
     for name in NODE_LABELS:
         if labels.get(name):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -40,7 +41,7 @@ LABEL_FAULT = PREFIX + "gpu-fault"
 CORDONED_BY_VALUE = "gpuops.k8s/gpu_health"
 DEFAULT_TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
 
-DEFAULTS = {
+DEFAULTS: Dict[str, Any] = {
     "temperature_threshold_c": 90,
     "ecc_error_threshold": 10,
     "xid_ignore": [13, 31, 43, 45, 68, 109],
@@ -49,7 +50,7 @@ DEFAULTS = {
 }
 
 
-def policy_argument_spec():
+def policy_argument_spec() -> Dict[str, Any]:
     """The argument spec of the health policy options, as gpu_health_check and gpu_health_alert take them
     (documented once: doc fragment gpuops.k8s.health_policy)."""
     return dict(
@@ -111,7 +112,7 @@ def _bus_key(bus):
     return bus
 
 
-def xid_action(xid, policy=None):
+def xid_action(xid: int, policy: Optional[Dict[str, Any]] = None) -> str:
     """The action an Xid calls for under ``policy`` (see DEFAULTS)."""
     policy = policy or {}
     overrides = policy.get("xid_actions") or {}
@@ -125,7 +126,7 @@ def xid_action(xid, policy=None):
     return XID_ACTIONS.get(xid, policy.get("xid_unknown_action", DEFAULTS["xid_unknown_action"]))
 
 
-def parse_xids(text, policy=None):
+def parse_xids(text: str, policy: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Every Xid event in kernel log ``text``, in order.
 
     Returns a list of ``{"xid", "pci_bus_id", "timestamp", "message", "action", "line"}``;
@@ -159,7 +160,7 @@ def parse_xids(text, policy=None):
     return events
 
 
-def validate_policy(policy):
+def validate_policy(policy: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """Merge ``policy`` over DEFAULTS and check it; GpuOpsError names what is valid."""
     merged = dict(DEFAULTS)
     merged.update({k: v for k, v in (policy or {}).items() if v is not None})
@@ -194,7 +195,8 @@ def _problem(check, detail, gpu=None, action="drain", value=None, threshold=None
     return out
 
 
-def evaluate_host(facts, expected_gpus=None, kernel_log="", policy=None):
+def evaluate_host(facts: Dict[str, Any], expected_gpus: Optional[int] = None, kernel_log: str = "",
+                  policy: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Health verdict of one host.
 
     ``facts``: the ``gpu_info`` result (``{"gpus": [...]}``). ``expected_gpus``: how many GPUs the
@@ -284,7 +286,7 @@ def _same_taint(a, b):
     return a.get("key") == b.get("key") and a.get("effect") == b.get("effect")
 
 
-def node_status(node):
+def node_status(node: Dict[str, Any]) -> Dict[str, Any]:
     """What the health check knows about one Node object."""
     ann = _annotations(node)
     labels = _meta(node).get("labels") or {}
@@ -305,7 +307,7 @@ def node_status(node):
     }
 
 
-def node_alerts(node):
+def node_alerts(node: Dict[str, Any]) -> Dict[str, Any]:
     """The firing alerts recorded on a Node (``{key: problem}``); an unreadable annotation counts as none."""
     try:
         data = json.loads(_annotations(node).get(ANN_ALERTS) or "{}")
@@ -333,7 +335,8 @@ def _with_alerts(verdict, active):
                 reason="; ".join(p["detail"] for p in problems))
 
 
-def plan_actions(verdicts, nodes, policy=None, now=None, alerts=None):
+def plan_actions(verdicts: Dict[str, Any], nodes: List[Dict[str, Any]], policy: Optional[Dict[str, Any]] = None,
+                 now: Optional[str] = None, alerts: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Decide, for every GPU node, what the health check does now.
 
     ``verdicts``: ``{node_name: evaluate_host(...) result}`` (a node without a verdict - host not
@@ -418,7 +421,7 @@ def plan_actions(verdicts, nodes, policy=None, now=None, alerts=None):
             continue
         if not verdict["healthy"]:
             if status["quarantined_by_us"]:
-                patch = None
+                patch: Optional[Dict[str, Any]] = None
                 ann = _annotations(node)
                 if ann.get(ANN_STREAK, "0") != "0" or ann.get(ANN_REASON) != verdict["reason"] or alerts_changed:
                     patch = {"metadata": {"annotations": {ANN_STREAK: "0", ANN_REASON: verdict["reason"]}}}
@@ -523,7 +526,7 @@ def _parse_iso(stamp):
     return parsed.timestamp()
 
 
-def recent_log(text, now, window):
+def recent_log(text: str, now: float, window: int) -> str:
     """Keep the lines of ``text`` whose ISO timestamp lies within ``window`` seconds of ``now``
     (epoch seconds). Lines without an ISO timestamp are kept: their age is unknown."""
     if not window:
@@ -539,7 +542,8 @@ def recent_log(text, now, window):
     return "\n".join(kept)
 
 
-def read_kernel_log(params, run_command, exists):
+def read_kernel_log(params: Dict[str, Any], run_command: Callable[..., Any],
+                    exists: Callable[..., Any]) -> Tuple[str, str]:
     """Kernel log text per ``kernel_log_source``; ``run_command(argv) -> (rc, out, err)``."""
     source = params.get("kernel_log_source") or "auto"
     path = params.get("kernel_log_path")
@@ -572,7 +576,7 @@ def read_kernel_log(params, run_command, exists):
     return out, "dmesg"
 
 
-def read_gpu_facts(simulator=None):
+def read_gpu_facts(simulator: Optional[str] = None) -> Dict[str, Any]:
     """``gpu_info``-shaped facts of this host, through the collection's NVML layer."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
@@ -581,7 +585,9 @@ def read_gpu_facts(simulator=None):
         return gpu_state.read_host(backend)
 
 
-def run_health_check(params, run_command, exists, now, read_facts=read_gpu_facts):
+def run_health_check(params: Dict[str, Any], run_command: Callable[..., Any],
+                     exists: Callable[..., Any], now: float,
+                     read_facts: Callable[..., Any] = read_gpu_facts) -> Dict[str, Any]:
     """Runner of the ``gpu_health_check`` module: facts + kernel log -> verdict."""
     facts = {"gpus": params["gpus"]} if params.get("gpus") is not None else read_facts(params.get("simulator"))
     text, source = read_kernel_log(params, run_command, exists)

@@ -11,6 +11,7 @@ bad combination BEFORE anything is installed. Pure Python, no NVML, Python 3.9 c
 from __future__ import annotations
 
 import re
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -46,7 +47,7 @@ def _int(text):
     return int(text, 16) if text.startswith("0x") else int(text, 16 if re.match(r"^[0-9a-f]+$", text) else 10)
 
 
-def parse_pci_listing(text):
+def parse_pci_listing(text: Any) -> List[Dict[str, Any]]:
     """Parse lines ``<bus id> <vendor> <device> <class>`` (values as in /sys/bus/pci/devices/*/), given
     as one text or as a list of lines.
 
@@ -71,16 +72,16 @@ def _branch_of(version):
     return gpu_catalog.version_tuple(version)[0] if version else None
 
 
-def min_driver(model):
+def min_driver(model: Any) -> Optional[str]:
     return model.min_driver or MIN_DRIVER_FALLBACK.get(model.key)
 
 
-def needs_open_modules(model):
+def needs_open_modules(model: Any) -> bool:
     return model.architecture in OPEN_ONLY_ARCHITECTURES or model.key in OPEN_ONLY_MODELS
 
 
-def driver_plan(pci_devices, branch, version=None, kernel_modules="auto", models=None,
-                fabric_manager="auto"):
+def driver_plan(pci_devices: Any, branch: str, version: Optional[str] = None, kernel_modules: str = "auto",
+                models: Optional[List[str]] = None, fabric_manager: Any = "auto") -> Dict[str, Any]:
     """Decide and validate the driver for a host.
 
     ``pci_devices``: output of parse_pci_listing (or its text, or its lines); ``branch``: e.g. "550";
@@ -130,7 +131,7 @@ def driver_plan(pci_devices, branch, version=None, kernel_modules="auto", models
     reasons = []
 
     # Oldest driver every model accepts.
-    floor, floor_model = None, None
+    floor, floor_model = None, None  # type: Any, Any
     for m in resolved:
         need = min_driver(m)
         if need and (floor is None or gpu_catalog.version_tuple(need) > gpu_catalog.version_tuple(floor)):

@@ -12,7 +12,10 @@ Pure Python over the NVML backend (real or simulated), Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NOT_SUPPORTED, NvmlError
 
@@ -33,10 +36,10 @@ def _optional(call, *args):
         raise
 
 
-def read_settings(nvml, index):
+def read_settings(nvml: Any, index: int) -> Dict[str, Any]:
     """The settings of GPU ``index`` (None for what it does not support)."""
     h = nvml.nvmlDeviceGetHandleByIndex(index)
-    out = {}
+    out: Dict[str, Any] = {}
     pm = _optional(nvml.nvmlDeviceGetPersistenceMode, h)
     out["persistence_mode"] = None if pm is None else bool(pm)
     cm = _optional(nvml.nvmlDeviceGetComputeMode, h)
@@ -74,7 +77,7 @@ def _default_clocks(nvml, index):
             "graphics_mhz": int(nvml.nvmlDeviceGetDefaultApplicationsClock(h, CLOCK_GRAPHICS))}
 
 
-def select_gpus(gpus, devices):
+def select_gpus(gpus: List[Dict[str, Any]], devices: Any) -> List[Dict[str, Any]]:
     """GPUs named by ``devices`` ('all', an index, a UUID or a list of them); unknown ones fail."""
     if devices is None or devices == "all" or devices == ["all"]:
         return list(gpus)
@@ -94,7 +97,7 @@ def select_gpus(gpus, devices):
     return out
 
 
-def desired_compute_mode(params):
+def desired_compute_mode(params: Dict[str, Any]) -> Optional[str]:
     mode = params.get("compute_mode")
     if mode is None and params.get("mps") is not None:
         mode = "exclusive_process" if params["mps"] else "default"
@@ -117,9 +120,11 @@ def _power_target(value, current):
     return float(value)
 
 
-def plan_gpu(gpu, current, params, nvml=None):
+def plan_gpu(gpu: Dict[str, Any], current: Dict[str, Any], params: Dict[str, Any],
+             nvml: Any = None) -> List[Tuple[str, Any, Any]]:
     """List of (setting, before, after) for one GPU; raises GpuOpsError on an impossible request."""
-    steps, where = [], "GPU %d (%s)" % (gpu["index"], gpu.get("name"))
+    steps: List[Tuple[str, Any, Any]] = []
+    where = "GPU %d (%s)" % (gpu["index"], gpu.get("name"))
 
     def unsupported(what):
         raise GpuOpsError("%s does not support %s" % (where, what), gpu=gpu["index"])
@@ -207,7 +212,7 @@ def _entry(gpu, settings):
     return entry
 
 
-def run_gpu_settings(nvml, params, check_mode=False):
+def run_gpu_settings(nvml: Any, params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     """Module result for gpuops.k8s.gpu_settings."""
     host = gpu_state.read_host(nvml)
     targets = select_gpus(host["gpus"], params.get("devices", "all"))
@@ -232,7 +237,7 @@ def run_gpu_settings(nvml, params, check_mode=False):
                     nvml_error=e.name, nvml_error_code=e.value)
             done.append(action)
 
-    after = {}
+    settled = {}
     for gpu in targets:
         if check_mode:
             settings = dict(current[gpu["index"]])
@@ -241,23 +246,24 @@ def run_gpu_settings(nvml, params, check_mode=False):
                     settings[a["setting"]] = a["after"]
         else:
             settings = read_settings(nvml, gpu["index"])
-        after[gpu["index"]] = settings
-    report = [_entry(g, after[g["index"]]) for g in targets]
+        settled[gpu["index"]] = settings
+    report = [_entry(g, settled[g["index"]]) for g in targets]
     keys = ("persistence_mode", "compute_mode", "power_limit_w", "ecc_mode_current", "ecc_mode_pending",
             "application_clocks")
+    tracker = diff_helper.DiffTracker()
+    for g in targets:
+        tracker.add(g["uuid"], before=dict((k, current[g["index"]][k]) for k in keys),
+                    after=dict((k, settled[g["index"]][k]) for k in keys))
     return {
         "changed": bool(actions),
         "actions": actions,
         "gpus": report,
         "reboot_required": any(r["reboot_required"] for r in report),
-        "diff": {
-            "before": dict((g["uuid"], dict((k, current[g["index"]][k]) for k in keys)) for g in targets),
-            "after": dict((g["uuid"], dict((k, after[g["index"]][k]) for k in keys)) for g in targets),
-        },
+        "diff": tracker.as_dict(),
     }
 
 
-def gpu_settings(params, check_mode=False, run_command=None):
+def gpu_settings(params: Dict[str, Any], check_mode: bool = False, run_command: Any = None) -> Dict[str, Any]:
     """Open NVML (real or simulated) and run run_gpu_settings."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import run_locked
 

@@ -11,6 +11,7 @@ shared/reference/k8s-gpu-stack.md.
 from __future__ import annotations
 
 import copy
+from typing import Any, Dict, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import SHARED_SUFFIX, check_gpu_resource
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -57,7 +58,7 @@ def _device_list_strategy(value, where):
     return items
 
 
-def validate_device_plugin_config(name, config):
+def validate_device_plugin_config(name: str, config: Dict[str, Any]) -> Tuple[Any, ...]:
     """Validate one named device-plugin config (the upstream ``version: v1`` file shape).
 
     Returns ``(normalized_config, warnings, summary)`` where summary has ``mig_strategy``,
@@ -182,7 +183,7 @@ def validate_device_plugin_config(name, config):
     return cfg, warnings, summary
 
 
-def device_plugin_config_effect(name, config):
+def device_plugin_config_effect(name: str, config: Dict[str, Any]) -> Dict[str, Any]:
     """What a device plugin config (the upstream ``version: v1`` file) makes the plugin advertise:
     ``{"mig_strategy", "sharing"}`` with sharing None or ``{strategy, replicas, resources, rename_by_default}``,
     the arguments of ``labels.node_gpu_state``. Raises GpuOpsError when the config is not valid."""
@@ -197,7 +198,7 @@ def device_plugin_config_effect(name, config):
     return {"mig_strategy": summary["mig_strategy"], "sharing": sharing}
 
 
-def node_device_plugin_config(labels, plugin):
+def node_device_plugin_config(labels: Dict[str, Any], plugin: Optional[Dict[str, Any]]) -> Optional[str]:
     """The name of the deployed device plugin's config a node runs, as its config-manager picks it: the node's
     ``nvidia.com/device-plugin.config`` label when it names a config, else the default (the DaemonSet's
     ``DEFAULT_CONFIG``). ``plugin``: ``{"default": name, "configs": {name: config}}`` or None (no plugin
@@ -210,7 +211,8 @@ def node_device_plugin_config(labels, plugin):
     return name if name in configs else None
 
 
-def validate_device_plugin(configs, default_config, node_configs=None, gfd_enabled=True, mps_root="/run/nvidia/mps"):
+def validate_device_plugin(configs: Optional[Dict[str, Any]], default_config: str, node_configs: Optional[Dict[str, Any]] = None,
+                           gfd_enabled: bool = True, mps_root: str = "/run/nvidia/mps") -> Dict[str, Any]:
     """Validate the whole set of named configs, the default and the per-node label values.
 
     ``configs`` maps name -> config; ``node_configs`` maps node name -> config name (the value of

@@ -10,13 +10,14 @@ state, sharing strategy, GPU capacity and allocatable) and the groups it belongs
 from __future__ import annotations
 
 import re
+from typing import Any, Dict, List, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import is_plugin_resource
 
 GPU_PREFIX = "nvidia.com/"
 
 
-def safe_group(name):
+def safe_group(name: str) -> str:
     """An inventory group name from a label value: lower case, [a-z0-9_] only."""
     return re.sub(r"[^a-z0-9_]+", "_", str(name).lower()).strip("_") or "unknown"
 
@@ -46,7 +47,7 @@ def _address(node):
     return None
 
 
-def node_host(node, prefix=""):
+def node_host(node: Dict[str, Any], prefix: str = "") -> Tuple[str, Dict[str, Any], List[str]]:
     """``(name, hostvars, groups)`` of one GPU node."""
     meta = node.get("metadata") or {}
     labels = meta.get("labels") or {}

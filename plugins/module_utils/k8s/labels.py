@@ -36,6 +36,8 @@ Facts (shared/reference/k8s-gpu-stack.md sections 1.5, 1.6, 2.2):
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import GPU_RESOURCE, is_plugin_resource
@@ -57,7 +59,7 @@ FAMILY = {
 }
 
 
-def owned_label(key):
+def owned_label(key: str) -> bool:
     """True for a label GFD writes (removed when stale), False for input labels and others."""
     if not key.startswith("nvidia.com/"):
         return False
@@ -67,7 +69,7 @@ def owned_label(key):
     return rest.startswith(("gpu.", "mig.", "mig-", "cuda.", "mps.", "gfd."))
 
 
-def owned_resource(name):
+def owned_resource(name: str) -> bool:
     """True for an extended resource the NVIDIA device plugin advertises."""
     return is_plugin_resource(name)
 
@@ -251,8 +253,9 @@ def _engine_labels(resource, model, prof):
     return dict(("%s.engines.%s" % (resource, k), str(v)) for k, v in eng.items())
 
 
-def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None, gpu_facts=None,
-                   driver_version=None):
+def node_gpu_state(gpus: Optional[List[Dict[str, Any]]] = None, mig_strategy: str = "none", mig_config: Any = None,
+                   sharing: Optional[Dict[str, Any]] = None, gpu_facts: Optional[List[Dict[str, Any]]] = None,
+                   driver_version: Optional[str] = None) -> Dict[str, Any]:
     """Labels and ``nvidia.com/*`` capacity of one node, as GFD and the device plugin publish them.
 
     ``gpus``: ``[{model, count}]`` (the simulated lab's ``gpuops_sim_gpus``); ``mig_config``: a MIG
@@ -378,7 +381,8 @@ def node_gpu_state(gpus=None, mig_strategy="none", mig_config=None, sharing=None
     return {"labels": labels, "capacity": dict((k, str(v)) for k, v in capacity.items()), "devices": devices}
 
 
-def node_changes(current_labels, current_capacity, desired):
+def node_changes(current_labels: Optional[Dict[str, Any]], current_capacity: Optional[Dict[str, Any]],
+                 desired: Dict[str, Any]) -> Dict[str, Any]:
     """What must change on a node to publish ``desired`` (from node_gpu_state).
 
     Returns ``{"labels": {key: value or None}, "capacity": {name: value or None}}`` holding only the

@@ -13,6 +13,7 @@ shares kubernetes.core's connection options and the unit tests use a fake.
 from __future__ import annotations
 
 import copy
+from typing import Any, Dict, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import labels as gpu_labels
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -28,7 +29,7 @@ class DynamicNodeApi(object):
     API errors become GpuOpsError naming the node, the HTTP status and the API server's reason.
     """
 
-    def __init__(self, k8s_client):
+    def __init__(self, k8s_client: Any) -> None:
         self._client = k8s_client
         self._nodes = self._call("discover", "the Node API", lambda: k8s_client.resource("Node", "v1"))
 
@@ -42,26 +43,26 @@ class DynamicNodeApi(object):
             raise GpuOpsError("Kubernetes API error while trying to %s %s: %s %s" % (what, name, e.status, summary),
                               status=e.status)
 
-    def get_node(self, name):
+    def get_node(self, name: str) -> Optional[Dict[str, Any]]:
         from kubernetes.dynamic.exceptions import NotFoundError
         try:
             return self._nodes.get(name=name).to_dict()
         except NotFoundError:
             return None
 
-    def create_node(self, body):
+    def create_node(self, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._call("create node", body["metadata"]["name"], lambda: self._nodes.create(body=body).to_dict())
 
-    def patch_node(self, name, body):
+    def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._call("patch node", name, lambda: self._client.client.patch(
             self._nodes, body=body, name=name, content_type=MERGE_PATCH).to_dict())
 
-    def patch_node_status(self, name, body):
+    def patch_node_status(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         status = self._nodes.subresources["status"]
         return self._call("patch the status of node", name, lambda: self._client.client.patch(
             status, body=body, name=name, content_type=MERGE_PATCH).to_dict())
 
-    def delete_node(self, name):
+    def delete_node(self, name: str) -> Any:
         return self._call("delete node", name, lambda: self._nodes.delete(name=name))
 
 
@@ -93,7 +94,7 @@ def _view(node):
     }
 
 
-def run_sim_gpu_node(api, params, check_mode=False):
+def run_sim_gpu_node(api: Any, params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     """Create, update or delete the kwok node ``params['name']``; returns the module result."""
     name = params["name"]
     state = params.get("state") or "present"

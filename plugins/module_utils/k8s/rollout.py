@@ -15,6 +15,8 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import is_plugin_resource
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.k8s import device_plugin
@@ -47,7 +49,7 @@ def _annotations(node):
     return ((node.get("metadata") or {}).get("annotations")) or {}
 
 
-def last_good_config(node, default="all-disabled"):
+def last_good_config(node: Dict[str, Any], default: str = "all-disabled") -> str:
     """The layout a rollback restores: the current config label when it was applied
     successfully (or has no state yet), else the recorded last good one."""
     labels = _labels(node)
@@ -58,7 +60,7 @@ def last_good_config(node, default="all-disabled"):
     return _annotations(node).get(ANN_LAST_GOOD) or default
 
 
-def serial_batches(count, canary=1, batch_size=1):
+def serial_batches(count: int, canary: int = 1, batch_size: int = 1) -> List[int]:
     """Ansible ``serial`` list for ``count`` hosts: ``[canary, batch_size]`` (canary 0: one size)."""
     if canary < 0 or batch_size < 1:
         raise GpuOpsError("canary must be >= 0 and batch_size >= 1, got canary=%s batch_size=%s"
@@ -68,8 +70,10 @@ def serial_batches(count, canary=1, batch_size=1):
     return [canary, batch_size] if canary else [batch_size]
 
 
-def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0, force=False,
-                 default_config="all-disabled", known_configs=None, inventory_configs=None):
+def plan_rollout(hosts: List[str], nodes: Dict[str, Any], target: str, canary: int = 1, batch_size: int = 1,
+                 failure_budget: int = 0, force: bool = False, default_config: str = "all-disabled",
+                 known_configs: Optional[List[str]] = None,
+                 inventory_configs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Plan a rollout of MIG config ``target`` over ``hosts`` (inventory order = rollout order).
 
     ``nodes``: ``{host: Node object or None}`` (None: the host has no Kubernetes node).
@@ -150,12 +154,12 @@ def plan_rollout(hosts, nodes, target, canary=1, batch_size=1, failure_budget=0,
     }
 
 
-def budget_left(nodes, rollout_id, failure_budget):
+def budget_left(nodes: List[Dict[str, Any]], rollout_id: str, failure_budget: int) -> Dict[str, Any]:
     """Failures of this rollout so far (nodes labelled failed with its id) against the budget.
 
     Returns ``{"failed": [names], "exhausted": bool}``; exhausted means stop the rollout.
     """
-    failed = sorted(
+    failed: List[Any] = sorted(
         (n.get("metadata") or {}).get("name") for n in nodes
         if _labels(n).get(LABEL_STATE) == "failed" and _labels(n).get(LABEL_ROLLOUT) == rollout_id
     )
@@ -164,7 +168,7 @@ def budget_left(nodes, rollout_id, failure_budget):
 
 # What a node advertises when no device plugin of this collection is deployed (nothing says otherwise): the
 # mixed MIG strategy without sharing, as mig_partition's ``resources``.
-DEFAULT_PLUGIN_EFFECT = {"mig_strategy": "mixed", "sharing": None}
+DEFAULT_PLUGIN_EFFECT: Dict[str, Any] = {"mig_strategy": "mixed", "sharing": None}
 
 
 def _node(node):
@@ -174,19 +178,19 @@ def _node(node):
     return node or None
 
 
-def advertised_resources(node):
+def advertised_resources(node: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """The device plugin's resources in the node's allocatable, as strings (zero counts included)."""
     alloc = (((_node(node) or {}).get("status") or {}).get("allocatable")) or {}
     return dict((k, str(v)) for k, v in sorted(alloc.items()) if is_plugin_resource(k))
 
 
-def stale_resources(node, expected):
+def stale_resources(node: Optional[Dict[str, Any]], expected: Dict[str, Any]) -> Dict[str, Any]:
     """Device plugin resources the node advertises with a non-zero count that ``expected`` does not name."""
     return dict((k, v) for k, v in advertised_resources(node).items()
                 if k not in (expected or {}) and v not in ("0", ""))
 
 
-def expected_resources_met(node, expected):
+def expected_resources_met(node: Dict[str, Any], expected: Dict[str, Any]) -> bool:
     """True when the node's allocatable carries exactly ``expected`` for every MIG/GPU resource
     named there, and no other device plugin resource (``nvidia.com/mig-*``, ``nvidia.com/gpu``,
     ``nvidia.com/gpu.shared``) with a non-zero count."""
@@ -197,7 +201,7 @@ def expected_resources_met(node, expected):
     return not stale_resources(node, expected)
 
 
-def plugin_effect(node, plugin):
+def plugin_effect(node: Optional[Dict[str, Any]], plugin: Any) -> Dict[str, Any]:
     """``{"config", "mig_strategy", "sharing"}``: how the node's device plugin advertises its GPUs.
 
     ``plugin``: the device plugin deployed by gpuops.k8s.device_plugin, ``{"default": DEFAULT_CONFIG of its
@@ -211,7 +215,7 @@ def plugin_effect(node, plugin):
     return dict(device_plugin.device_plugin_config_effect(name, plugin["configs"][name]), config=name)
 
 
-def layout_resources(gpus, effect=None):
+def layout_resources(gpus: List[Dict[str, Any]], effect: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The ``nvidia.com/*`` resources the device plugin advertises for ``gpus`` (the ``gpus`` list of
     ``mig_partition`` / ``gpu_info``) with ``effect`` (``{mig_strategy, sharing}``, default mixed without
     sharing). Lost GPUs are no devices (nor, in ``labels.node_gpu_state``, GPU instances without compute instance)."""
@@ -242,7 +246,7 @@ def _fmt_effect(effect):
     return how
 
 
-def resources_check(node, gpus, plugin=None):
+def resources_check(node: Any, gpus: List[Dict[str, Any]], plugin: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Does ``node`` advertise what the MIG layout ``gpus`` gives under its device plugin config?
 
     ``node``: the Node object (or a ``k8s_info`` ``resources`` list); ``gpus``: the ``gpus`` of the
@@ -269,7 +273,7 @@ def resources_check(node, gpus, plugin=None):
             "message": message}
 
 
-def inventory_drift(node, inventory_config, host=None):
+def inventory_drift(node: Optional[Dict[str, Any]], inventory_config: str, host: Optional[str] = None) -> str:
     """Why ``gpu_nodes.yml`` must not apply ``inventory_config`` to ``node``, or ``""`` when it may.
 
     ``gpu_nodes.yml`` applies the inventory's layout without draining the node. That is right for a

@@ -8,6 +8,8 @@ HPAs) and tenancy/ (quotas and priority classes, Kueue queueing, DRA), none of w
 """
 from __future__ import annotations
 
+from typing import Any, Dict, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import is_gpu_resource_key
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import check_keys
@@ -20,7 +22,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy.quotas import (
     capacity_check, plan_priority_classes, validate_priority_classes, validate_tenants)
 
 
-def run_validate(params):
+def run_validate(params: Dict[str, Any]) -> Tuple[Any, ...]:
     """Dispatch on ``params['component']``; returns ``(result, warnings)``."""
     component = params["component"]
     if component == "device_plugin":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid as uuidlib
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import GPU_RESOURCE, MIG_PREFIX
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -34,12 +35,13 @@ LABEL_ORDER = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFIL
                "container", "namespace", "pod")
 
 
-def gpu_uuid(node, index):
+def gpu_uuid(node: str, index: int) -> str:
     """A stable, UUID-shaped identifier for simulated GPU ``index`` of ``node``."""
     return "GPU-%s" % uuidlib.uuid5(uuidlib.NAMESPACE_DNS, "%s.gpu%d.gpuops.sim" % (node, index))
 
 
-def node_devices(node, capacity, gpu_count, model="NVIDIA GPU", memory_mib=81920):
+def node_devices(node: str, capacity: Dict[str, Any], gpu_count: int, model: str = "NVIDIA GPU",
+                 memory_mib: int = 81920) -> List[Dict[str, Any]]:
     """The devices dcgm-exporter would report on a node, from what the device plugin advertises.
 
     ``capacity``: the node's ``nvidia.com/*`` capacity; ``gpu_count``: physical GPUs (label
@@ -83,7 +85,9 @@ def _labels(labels):
     return ",".join('%s="%s"' % (k, _escape(labels[k])) for k in LABEL_ORDER if labels.get(k) is not None)
 
 
-def render(node, devices, alloc, utilisation, model="NVIDIA GPU", fields=None, memory=None):
+def render(node: str, devices: List[Dict[str, Any]], alloc: Dict[str, Any], utilisation: Callable[..., Any],
+           model: str = "NVIDIA GPU", fields: Optional[List[str]] = None,
+           memory: Optional[Callable[..., Any]] = None) -> str:
     """dcgm-exporter's exposition text for one node.
 
     ``utilisation(owner)`` returns the activity 0-100 (percent) of the device's pod (``owner`` is the
@@ -127,7 +131,7 @@ def render(node, devices, alloc, utilisation, model="NVIDIA GPU", fields=None, m
     return "\n".join(out) + "\n"
 
 
-def parse(text):
+def parse(text: str) -> Dict[str, Any]:
     """Parse exposition text into ``{"types": {name: type}, "samples": [(name, {labels}, value)]}`` (for
     tests and the lab's own checks; the format subset Prometheus' text parser reads from the exporters)."""
     types, samples = {}, []
@@ -168,7 +172,8 @@ def parse(text):
     return {"types": types, "samples": samples}
 
 
-def histogram(name, series, buckets, help_text="Request latency (seconds)."):
+def histogram(name: str, series: List[Tuple[Any, Any, float, int]], buckets: List[str],
+              help_text: str = "Request latency (seconds).") -> str:
     """A Prometheus histogram in exposition format: ``series`` is ``[(labels, {le: cumulative count}, sum,
     count)]``; ``buckets`` the upper bounds (``+Inf`` is added)."""
     out = ["# HELP %s %s" % (name, help_text), "# TYPE %s histogram" % name]
@@ -193,7 +198,7 @@ DCGM_PROFILING_MIG_METRIC = ENGINE_ACTIVE
 _DCGM_DEVICES_RE = re.compile(r"^(f|[gi](:[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)?)$")
 
 
-def validate_dcgm_devices(value):
+def validate_dcgm_devices(value: str) -> str:
     """The devices dcgm-exporter watches (DCGM_EXPORTER_DEVICES_STR); GpuOpsError naming the valid forms."""
     text = "" if value is None else str(value)
     if not _DCGM_DEVICES_RE.match(text):
@@ -207,7 +212,7 @@ def validate_dcgm_devices(value):
 _DCGM_GAUGE_PREFIXES = ("DCGM_FI_PROF_",)
 
 
-def validate_dcgm_metrics(metrics):
+def validate_dcgm_metrics(metrics: Optional[List[Dict[str, Any]]]) -> str:
     """Validate the metrics list ``[{field, type, help}]``; returns the CSV text the exporter reads."""
     if not isinstance(metrics, list) or not metrics:
         raise GpuOpsError("DCGM exporter metrics: give at least one {field, type, help}")

@@ -10,6 +10,7 @@ Pure Python, no Kubernetes client, Python 3.9 compatible.
 from __future__ import annotations
 
 import copy
+from typing import Any, Dict, List
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import DNS1123_SUBDOMAIN_RE, check_keys, choice, integer, parse_quantity
@@ -53,7 +54,7 @@ def _validate_scaling_rules(rules, where):
 
 
 # GPU metrics the dcgm_exporter role's adapter rules expose per pod, with their range.
-GPU_POD_METRICS = {
+GPU_POD_METRICS: Dict[str, Dict[str, Any]] = {
     "gpu_engine_active": {"series": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "max": 1.0,
                           "help": "graphics engine active ratio 0-1 (works on MIG)"},
     "gpu_utilization_percent": {"series": "DCGM_FI_DEV_GPU_UTIL", "max": 100.0,
@@ -63,7 +64,7 @@ GPU_POD_METRICS = {
 }
 
 
-def validate_hpa(hpa):
+def validate_hpa(hpa: Dict[str, Any]) -> Dict[str, Any]:
     """Validate one HPA definition of the gpu_autoscaling role and return the autoscaling/v2 spec parts.
 
     Input: ``{name, namespace, target: {kind, name, api_version}, min_replicas, max_replicas, gpu_metric:
@@ -148,7 +149,7 @@ def validate_hpa(hpa):
     }
 
 
-def validate_hpas(hpas):
+def validate_hpas(hpas: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     if not isinstance(hpas, list):
         raise GpuOpsError("HPAs must be a list")
     out = []

@@ -13,6 +13,7 @@ creates keeps the HPA's name and behavior (``advanced.horizontalPodAutoscalerCon
 from __future__ import annotations
 
 import re
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import parse_quantity
@@ -22,7 +23,7 @@ METRIC_TYPES = ("AverageValue", "Value")
 _URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
 
-def pod_regex(target_name, kind="Deployment"):
+def pod_regex(target_name: str, kind: str = "Deployment") -> str:
     """The names of a workload's pods: Deployment ``<name>-<rs hash>-<suffix>``, else ``<name>-<suffix>``.
 
     Names are DNS-1123 subdomains: only ``.`` needs escaping, written ``\\\\.`` so that the PromQL string
@@ -33,12 +34,13 @@ def pod_regex(target_name, kind="Deployment"):
     return "%s-[a-z0-9-]+" % name
 
 
-def gpu_query(series, namespace, pod_re, ns_label="exported_namespace", pod_label="exported_pod"):
+def gpu_query(series: str, namespace: str, pod_re: str, ns_label: str = "exported_namespace",
+              pod_label: str = "exported_pod") -> str:
     """Sum over the target's pods of the per-pod value the adapter rule returns (avg by pod)."""
     return 'sum(avg(%s{%s="%s",%s=~"%s"}) by (%s))' % (series, ns_label, namespace, pod_label, pod_re, pod_label)
 
 
-def latency_query(series, namespace, pod_re, quantile=0.95, window="2m"):
+def latency_query(series: str, namespace: str, pod_re: str, quantile: float = 0.95, window: str = "2m") -> str:
     """The latency rule's quantile over all of the target's pods (app metrics keep namespace/pod)."""
     return ('histogram_quantile(%s, sum(rate(%s_bucket{namespace="%s",pod=~"%s"}[%s])) by (le))'
             % (quantile, series, namespace, pod_re, window))
@@ -49,8 +51,10 @@ def _threshold(text):
     return ("%.6f" % value).rstrip("0").rstrip(".")
 
 
-def scaled_objects(hpas, pod_metrics, prometheus_url, latency_metrics=None, ns_label="exported_namespace",
-                   pod_label="exported_pod", polling_interval=15, labels=None):
+def scaled_objects(hpas: List[Dict[str, Any]], pod_metrics: Dict[str, Any], prometheus_url: str,
+                   latency_metrics: Optional[List[Dict[str, Any]]] = None, ns_label: str = "exported_namespace",
+                   pod_label: str = "exported_pod", polling_interval: int = 15,
+                   labels: Any = None) -> List[Dict[str, Any]]:
     """ScaledObjects for ``hpas`` (validated: hpa.validate_hpas output).
 
     ``pod_metrics``: ``{metric name: DCGM series}``; ``latency_metrics``: ``[{series, name, quantile,

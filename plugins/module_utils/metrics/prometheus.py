@@ -17,6 +17,7 @@ import socket
 import ssl
 import urllib.error
 import urllib.parse
+from typing import Any, Dict, List, Optional
 
 from ansible.module_utils.urls import SSLValidationError, open_url
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -25,7 +26,7 @@ _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
-def duration_s(value, where):
+def duration_s(value: Any, where: str) -> float:
     """Seconds of a Prometheus duration (``30s``, ``15m``, ``24h``, ``7d``) or a number of seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value <= 0:
@@ -38,7 +39,7 @@ def duration_s(value, where):
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def prom_duration(seconds):
+def prom_duration(seconds: float) -> str:
     """A Prometheus duration string for a number of seconds (whole seconds)."""
     return "%ds" % max(1, int(round(seconds)))
 
@@ -46,7 +47,8 @@ def prom_duration(seconds):
 class Prometheus(object):
     """``Prometheus(url, token=None, ca_path=None, validate_certs=True, timeout_s=30)``."""
 
-    def __init__(self, url, token=None, ca_path=None, validate_certs=True, timeout_s=30.0):
+    def __init__(self, url: str, token: Optional[str] = None, ca_path: Any = None, validate_certs: bool = True,
+                 timeout_s: float = 30.0) -> None:
         url = str(url or "").strip()
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -107,7 +109,7 @@ class Prometheus(object):
                               url=self.url, http_status=status)
         return doc.get("data")
 
-    def buildinfo(self):
+    def buildinfo(self) -> Dict[str, Any]:
         """``{version, revision, ...}``: checks that the URL is a Prometheus API."""
         data = self._get("/api/v1/status/buildinfo")
         if not isinstance(data, dict) or "version" not in data:
@@ -115,7 +117,7 @@ class Prometheus(object):
                               % self.url, url=self.url)
         return data
 
-    def query(self, promql, time=None):
+    def query(self, promql: str, time: Optional[float] = None) -> List[Dict[str, Any]]:
         """An instant query: ``[{metric: {labels}, value: float}]`` (vector results)."""
         params = {"query": promql}
         if time is not None:
@@ -124,7 +126,7 @@ class Prometheus(object):
         return [{"metric": s.get("metric") or {}, "value": _float(s.get("value", [0, "NaN"])[1])}
                 for s in _result(data, "vector", self.url)]
 
-    def query_range(self, promql, start, end, step):
+    def query_range(self, promql: str, start: float, end: float, step: float) -> List[Dict[str, Any]]:
         """A range query: ``[{metric: {labels}, values: [(t, float)]}]``."""
         params = {"query": promql, "start": "%.3f" % start, "end": "%.3f" % end, "step": str(step)}
         data = self._get("/api/v1/query_range", params)

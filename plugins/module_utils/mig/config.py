@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import re
 from collections import namedtuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.where import Where
@@ -92,7 +93,7 @@ def _unique_key_loader(yaml):
     return UniqueKeyLoader
 
 
-def load_config_text(text, source="config", marks=False):
+def load_config_text(text: str, source: str = "config", marks: bool = False) -> Any:
     """Parse YAML or JSON text into Python data (no validation); duplicate mapping keys are refused and a syntax
     error names its line and column. With ``marks``: ``(data, marks)``, marks the positions (line, column) of the
     top-level keys - ``{key: (line, column)}`` - and of their values - ``{(key, "value"): (line, column)}``."""
@@ -119,7 +120,7 @@ def load_config_text(text, source="config", marks=False):
     return data, found
 
 
-def read_config_text(path, what="MIG config file"):
+def read_config_text(path: str, what: str = "MIG config file") -> str:
     """The UTF-8 text of a YAML/JSON file, with errors that name the file."""
     try:
         with io.open(path, "rb") as f:
@@ -133,12 +134,12 @@ def read_config_text(path, what="MIG config file"):
                           "YAML or JSON in UTF-8" % (what, path, raw[e.start], e.start), source=path, path=path)
 
 
-def load_config_file(path):
+def load_config_file(path: str) -> Dict[str, Any]:
     """Read and validate a mig-parted config file; returns {name: [MigConfigEntry]}."""
     return parse_spec(load_config_text(read_config_text(path), path), source=path)
 
 
-def parse_spec(data, source="config"):
+def parse_spec(data: Dict[str, Any], source: str = "config") -> Dict[str, Any]:
     """Validate a whole mig-parted v1 spec; returns an ordered dict name -> [MigConfigEntry]."""
     if not isinstance(data, dict):
         raise GpuOpsError("%s: a mig-parted config must be a mapping with 'version' and 'mig-configs'" % source)
@@ -160,7 +161,7 @@ def parse_spec(data, source="config"):
     return out
 
 
-def parse_entries(entries, path=None, source="layout"):
+def parse_entries(entries: Any, path: Optional[List[str]] = None, source: str = "layout") -> List[Any]:
     """Validate a list of config entries (one config of a file, or an inline ``layout``)."""
     path = path or []
     where = Where(source, path="".join(path)).named()
@@ -169,7 +170,7 @@ def parse_entries(entries, path=None, source="layout"):
     return [parse_entry(e, path + ["[%d]" % i], source) for i, e in enumerate(entries)]
 
 
-def parse_entry(entry, path, source="layout"):
+def parse_entry(entry: Dict[str, Any], path: List[str], source: str = "layout") -> Any:
     where = Where(source, path="".join(path) or "config").named()
     if not isinstance(entry, dict):
         raise GpuOpsError("%s must be a mapping with devices, mig-enabled and mig-devices" % where)
@@ -231,7 +232,7 @@ def _parse_mig_devices(value, where):
     return out
 
 
-def parse_device_id(text, where="device-filter"):
+def parse_device_id(text: str, where: str = "device-filter") -> Any:
     """``0xDDDDVVVV`` or ``0xDDDDVVVV:0xSSSSVVVV`` (base auto-detected, as Go's ParseUint(s, 0, 32))."""
     parts = str(text).strip().split(":")
     if len(parts) not in (1, 2):
@@ -266,7 +267,7 @@ def _parse_filters(value, where):
     return tuple(parse_device_id(v, where) for v in value)
 
 
-def select_config(configs, name=None, source="config"):
+def select_config(configs: Dict[str, Any], name: Optional[str] = None, source: str = "config") -> List[Any]:
     """The entries of config ``name``; the only config when ``name`` is None and there is one."""
     names = sorted(configs)
     if name is None:
@@ -291,7 +292,7 @@ def _int_id(value):
         return None
 
 
-def gpu_pci_ids(gpu):
+def gpu_pci_ids(gpu: Dict[str, Any]) -> Tuple[Any, ...]:
     """(device, vendor, subsystem device, subsystem vendor) of a gpu facts dict; unknown parts None.
 
     ``pci_device_id`` may be "0x2330" or the packed "0x233010DE"; ``pci_subsystem_id`` (optional)
@@ -307,7 +308,7 @@ def gpu_pci_ids(gpu):
     return dev, vendor, sub >> 16, sub & 0xFFFF
 
 
-def filter_matches(device_filter, gpu):
+def filter_matches(device_filter: Tuple[Any, ...], gpu: Dict[str, Any]) -> bool:
     """True when the GPU matches one of the filters (or there is no filter)."""
     if not device_filter:
         return True
@@ -321,17 +322,17 @@ def filter_matches(device_filter, gpu):
     return False
 
 
-def entry_matches(entry, gpu):
+def entry_matches(entry: Any, gpu: Dict[str, Any]) -> bool:
     if entry.devices != "all" and gpu["index"] not in entry.devices:
         return False
     return filter_matches(entry.device_filter, gpu)
 
 
-def gpus_present_text(gpus):
+def gpus_present_text(gpus: List[Dict[str, Any]]) -> str:
     return ", ".join("%s (%s)" % (g["index"], g.get("model") or g.get("name") or "unknown model") for g in gpus) or "none"
 
 
-def absent_indexes(entries, gpus):
+def absent_indexes(entries: List[Any], gpus: List[Dict[str, Any]]) -> List[int]:
     """GPU indexes the entries list explicitly that the host does not have (sorted)."""
     present = set(g["index"] for g in gpus)
     named = set()
@@ -341,7 +342,8 @@ def absent_indexes(entries, gpus):
     return sorted(named - present)
 
 
-def check_absent(entries, gpus, strict, warnings=None):
+def check_absent(entries: List[Any], gpus: List[Dict[str, Any]], strict: bool,
+                 warnings: Optional[List[Any]] = None) -> List[int]:
     """Indexes named but absent. ``strict`` (an inline layout): GpuOpsError naming the GPUs present.
     Otherwise (a config file: mig-parted's walker skips them, so a fleet-wide file works on smaller
     hosts) one warning is appended to ``warnings``."""
@@ -360,7 +362,7 @@ def check_absent(entries, gpus, strict, warnings=None):
     return absent
 
 
-def resolve(entries, gpus, skipped=None):
+def resolve(entries: List[Any], gpus: List[Dict[str, Any]], skipped: Optional[List[Any]] = None) -> Dict[Any, Any]:
     """Walk ``entries`` over ``gpus`` (gpu facts dicts) -> {index: GpuDesired} for matched GPUs.
 
     GPUs that no entry matches are absent (left as they are). Matched GPUs that cannot be
@@ -395,7 +397,7 @@ def resolve(entries, gpus, skipped=None):
     return out
 
 
-def entries_from_params(params):
+def entries_from_params(params: Dict[str, Any]) -> List[Any]:
     """The config entries selected by the mig_partition module's options."""
     layout = params.get("layout")
     config_file = params.get("config_file")

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from typing import Any, Dict, List, Optional
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -72,7 +74,8 @@ def _placement(start, size):
 class GpuWork(object):
     """The plan of one GPU and what predicting/applying it needs."""
 
-    def __init__(self, gpu, desired, profiles, plan, mode_action, deferred):
+    def __init__(self, gpu: Dict[str, Any], desired: Any, profiles: List[Any], plan: Any, mode_action: Optional[str],
+                 deferred: bool) -> None:
         self.gpu = gpu
         self.desired = desired
         self.profiles = profiles
@@ -97,16 +100,16 @@ class GpuWork(object):
         p = self.pmap.get(profile)
         return mig_plan.mig_device_names(profile, cis, p.compute_slices if p else mig_instances.gi_slices(profile))
 
-    def keep_actions(self):
+    def keep_actions(self) -> List[Dict[str, Any]]:
         return self._once("keep", self._keep_actions)
 
-    def destroy_actions(self):
+    def destroy_actions(self) -> List[Dict[str, Any]]:
         return self._once("destroy", self._destroy_actions)
 
-    def create_actions(self):
+    def create_actions(self) -> List[Dict[str, Any]]:
         return self._once("create", self._create_actions)
 
-    def mode_actions(self):
+    def mode_actions(self) -> List[Dict[str, Any]]:
         return self._once("mode", self._mode_actions)
 
     def _keep_actions(self):
@@ -141,13 +144,13 @@ class GpuWork(object):
             return []
         return [self._base("set_mig_mode", enabled=self.mode_action == "enable_mig")]
 
-    def ordered_actions(self):
+    def ordered_actions(self) -> List[Dict[str, Any]]:
         """keep, then the order of execution: disable = destroys then mode; enable = mode, destroys, creates."""
         if self.mode_action == "disable_mig":
             return self.keep_actions() + self.destroy_actions() + self.mode_actions()
         return self.keep_actions() + self.mode_actions() + self.destroy_actions() + self.create_actions()
 
-    def predict(self):
+    def predict(self) -> Dict[str, Any]:
         """The gpu facts after the plan (for check mode and deferred layouts)."""
         gpu = copy.deepcopy(self.gpu)
         needs_reset = _needs_reset(self.gpu)
@@ -180,7 +183,8 @@ def _needs_reset(gpu):
     return bool(model and gpu_catalog.mig_mode_needs_reset(model))
 
 
-def plan_host(nvml, gpus, entries, force=False, skipped=None):
+def plan_host(nvml: Any, gpus: List[Dict[str, Any]], entries: List[Any], force: bool = False,
+              skipped: Optional[List[Any]] = None) -> List[GpuWork]:
     """Validate and plan every GPU the config matches. Raises GpuOpsError listing every problem."""
     desired = mig_config.resolve(entries, gpus, skipped)
     works = []
@@ -232,7 +236,7 @@ def plan_host(nvml, gpus, entries, force=False, skipped=None):
     return works
 
 
-def resources(gpus, strategy="mixed"):
+def resources(gpus: List[Dict[str, Any]], strategy: str = "mixed") -> Dict[str, Any]:
     """Extended resources the NVIDIA device plugin advertises for these GPUs (mixed strategy).
 
     Split compute instances (``1c.3g.40gb``) are left out, as the plugin and gpu_node_labels do
@@ -266,9 +270,14 @@ def _summary(gpu):
 
 
 def _diff(before, after, indexes):
-    b = dict((g.get("uuid") or str(g["index"]), _summary(g)) for g in before if g["index"] in indexes)
-    a = dict((g.get("uuid") or str(g["index"]), _summary(g)) for g in after if g["index"] in indexes)
-    return {"before": b, "after": a}
+    tracker = diff_helper.DiffTracker()
+    for g in before:
+        if g["index"] in indexes:
+            tracker.add(g.get("uuid") or str(g["index"]), before=_summary(g))
+    for g in after:
+        if g["index"] in indexes:
+            tracker.add(g.get("uuid") or str(g["index"]), after=_summary(g))
+    return tracker.as_dict()
 
 
 def _reread(nvml):
@@ -362,7 +371,8 @@ class _Halt(Exception):
         self.error = error
 
 
-def run_mig_partition(nvml, params, check_mode=False, diff=False):
+def run_mig_partition(nvml: Any, params: Dict[str, Any], check_mode: bool = False,
+                      diff: bool = False) -> Dict[str, Any]:
     """Plan and (unless ``check_mode``) apply; outside check mode the whole read-plan-apply runs under
     the host lock (nvml.host_lock), so two runs on one host never interleave their changes."""
     what = "gpuops.k8s.mig_partition %s" % (params.get("config") or ("config file %s" % params["config_file"]

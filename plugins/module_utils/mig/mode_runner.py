@@ -11,9 +11,12 @@ uses them, otherwise ``reset_required`` is reported.
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import retry as nvml_retry
@@ -23,7 +26,7 @@ def _valid_devices(gpus):
     return ", ".join("%d (%s, %s)" % (g["index"], g["uuid"], g["name"]) for g in gpus) or "none (no GPUs)"
 
 
-def resolve_devices(gpus, devices):
+def resolve_devices(gpus: List[Dict[str, Any]], devices: Any) -> Tuple[Any, ...]:
     """(targets, skipped) for ``devices``: 'all' or a list of indexes / uuids.
 
     Unknown devices and explicitly listed GPUs without MIG raise GpuOpsError naming the valid ones;
@@ -87,7 +90,7 @@ def _mode(gpu):
     return {"current": bool(gpu["mig_mode_current"]), "pending": bool(gpu["mig_mode_pending"])}
 
 
-def plan(gpus, targets, enabled, reset):
+def plan(gpus: List[Dict[str, Any]], targets: List[Dict[str, Any]], enabled: bool, reset: bool) -> Tuple[Any, ...]:
     """[{index, set_mode, reset}] and validation errors (list of messages), per target GPU."""
     steps, errors = [], []
     for gpu in targets:
@@ -123,7 +126,7 @@ def _report(gpu, enabled):
     }
 
 
-def _set_mode(nvml, index, enabled, policy, retries):
+def _set_mode(nvml: Any, index: int, enabled: bool, policy: Any, retries: List[Dict[str, Any]]) -> Any:
     """set_mig_mode with retries of transient NVML errors (nvml.retry): a mode already pending is not set again.
     A GPU reset is not retried: whether a failed reset happened cannot be read back."""
     def on_retry(err, attempt, delay):
@@ -133,7 +136,7 @@ def _set_mode(nvml, index, enabled, policy, retries):
                            lambda: mig_changes.settle_mig_mode(nvml, index, enabled), on_retry)
 
 
-def run_mig_mode(nvml, params, check_mode=False):
+def run_mig_mode(nvml: Any, params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     """Module result for gpuops.k8s.mig_mode."""
     enabled = params.get("state", "enabled") == "enabled"
     reset = bool(params.get("reset"))
@@ -150,7 +153,9 @@ def run_mig_mode(nvml, params, check_mode=False):
     if errors:
         raise GpuOpsError("; ".join(errors), gpus=gpus, skipped_gpus=skipped)
 
-    before = dict((g["uuid"], _mode(g)) for g in targets)
+    tracker = diff_helper.DiffTracker()
+    for g in targets:
+        tracker.add(g["uuid"], before=_mode(g))
     actions = []
     changed = False
     try:
@@ -193,7 +198,8 @@ def run_mig_mode(nvml, params, check_mode=False):
         by_index = dict((g["index"], g) for g in gpus)
         targets = [by_index[g["index"]] for g in targets]
     report = [_report(g, enabled) for g in targets]
-    after = dict((g["uuid"], _mode(g)) for g in targets)
+    for g in targets:
+        tracker.add(g["uuid"], after=_mode(g))
     return {
         "changed": changed,
         "mig_mode": report,
@@ -202,11 +208,12 @@ def run_mig_mode(nvml, params, check_mode=False):
         "actions": actions,
         "nvml_retries": retries,
         "gpus": gpus,
-        "diff": {"before": before, "after": after},
+        "diff": tracker.as_dict(),
     }
 
 
-def mig_mode(params, check_mode=False, run_command=None):
+def mig_mode(params: Dict[str, Any], check_mode: bool = False,
+             run_command: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
     """Open NVML (real or simulated, from ``params['simulator']``) and run run_mig_mode."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.writable import run_locked
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter, namedtuple
 from itertools import combinations
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -39,7 +40,7 @@ def _key(item):
     return (item.profile, tuple(item.compute_instances))
 
 
-def mig_device_names(profile, compute_instances, gi_compute_slices):
+def mig_device_names(profile: str, compute_instances: Tuple[Any, ...], gi_compute_slices: int) -> List[str]:
     """Names of the MIG devices (one per CI) of a GI: 3g.40gb with (1, 1, 1) -> 3 x 1c.3g.40gb."""
     out = []
     for c in compute_instances:
@@ -47,11 +48,12 @@ def mig_device_names(profile, compute_instances, gi_compute_slices):
     return out
 
 
-def profile_map(profiles):
+def profile_map(profiles: Sequence[Any]) -> Dict[str, Any]:
     return dict((p.name, p) for p in profiles)
 
 
-def layout_geometry(profiles, memory_slices=None, compute_slices=None):
+def layout_geometry(profiles: Sequence[Any], memory_slices: Optional[int] = None,
+                    compute_slices: Optional[int] = None) -> Tuple[int, int]:
     """(memory slices, compute slices) of a GPU from its profiles unless given."""
     if memory_slices is None:
         memory_slices = max([max(p.placements) + p.memory_slices for p in profiles if p.placements] or [0])
@@ -60,7 +62,7 @@ def layout_geometry(profiles, memory_slices=None, compute_slices=None):
     return memory_slices, compute_slices
 
 
-def find_profile(profiles, name, label="GPU"):
+def find_profile(profiles: Sequence[Any], name: str, label: str = "GPU") -> Any:
     """The GiProfile called ``name`` in ``profiles``; the error names the valid profiles."""
     canon = gpu_catalog.canonical_profile_name(name)
     for p in profiles:
@@ -73,7 +75,7 @@ def find_profile(profiles, name, label="GPU"):
                       valid_profiles=valid)
 
 
-def valid_profile_names(profiles):
+def valid_profile_names(profiles: Sequence[Any]) -> List[str]:
     """GI profiles and the CI profiles inside them (1c.3g.40gb ...), for error messages."""
     out = [p.name for p in profiles]
     for p in profiles:
@@ -83,7 +85,7 @@ def valid_profile_names(profiles):
     return out
 
 
-def targets_from_mig_devices(mig_devices, profiles, label="GPU"):
+def targets_from_mig_devices(mig_devices: Dict[str, Any], profiles: Sequence[Any], label: str = "GPU") -> List[Any]:
     """Turn a mig-devices map ({"3g.40gb": 1, "1c.3g.40gb": 3}) into the list of GIs to exist.
 
     A GI profile key asks for that many GIs with one full compute instance each. A CI profile key
@@ -128,7 +130,7 @@ def targets_from_mig_devices(mig_devices, profiles, label="GPU"):
     return targets
 
 
-def describe_targets(targets):
+def describe_targets(targets: List[Any]) -> str:
     counts = Counter()
     for t in targets:
         counts[t.profile if len(t.compute_instances) == 1 else "%s(%s)" % (
@@ -136,7 +138,8 @@ def describe_targets(targets):
     return ", ".join("%d x %s" % (n, k) for k, n in sorted(counts.items()))
 
 
-def validate_targets(targets, profiles, memory_slices=None, compute_slices=None, label="GPU"):
+def validate_targets(targets: List[Any], profiles: Sequence[Any], memory_slices: Optional[int] = None,
+                     compute_slices: Optional[int] = None, label: str = "GPU") -> None:
     """Check counts, slices and that a placement exists for the whole target on an empty GPU."""
     pmap = profile_map(profiles)
     memory_slices, compute_slices = layout_geometry(profiles, memory_slices, compute_slices)
@@ -196,7 +199,7 @@ def _placements_of(targets, pmap, memory_slices, occupied):
     return rec(0, occupied, None, -1)
 
 
-def place(targets, pmap, memory_slices, occupied=0):
+def place(targets: List[Any], pmap: Dict[str, Any], memory_slices: int, occupied: int = 0) -> Optional[List[int]]:
     """Starts for ``targets`` in the free memory slices (bit mask ``occupied``) or None: the first placement of
     an exhaustive backtracking search (``_placements_of``)."""
     for starts, dummy_used in _placements_of(targets, pmap, memory_slices, occupied):
@@ -216,7 +219,8 @@ def _free_placements(pmap, memory_slices, used):
     return n
 
 
-def best_place(targets, pmap, memory_slices, occupied=0, limit=20000):
+def best_place(targets: List[Any], pmap: Dict[str, Any], memory_slices: int, occupied: int = 0,
+               limit: int = 20000) -> Optional[List[int]]:
     """Like place() but, among all placements, the one that leaves the most room for later changes.
 
     Every solution is enumerated (at most ``limit``; a GPU has 8 memory slices, so there are few) and
@@ -247,7 +251,8 @@ def _keepable_subsets(cand, want):
     return sorted(masks)
 
 
-def plan_gpu(profiles, current, targets, force=False, memory_slices=None, compute_slices=None, label="GPU"):
+def plan_gpu(profiles: Sequence[Any], current: List[Any], targets: List[Any], force: bool = False,
+             memory_slices: Optional[int] = None, compute_slices: Optional[int] = None, label: str = "GPU") -> Any:
     """Plan one GPU. Returns GpuPlan(keep, destroy, create, forced).
 
     ``keep`` and ``destroy`` are lists of Instance, ``create`` a list of (Target, start) and

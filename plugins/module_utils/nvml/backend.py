@@ -199,7 +199,7 @@ def host_lock(backend: Backend, what: Optional[str] = None) -> Iterator[Backend]
 
 
 @contextmanager
-def lock_unless_check(backend, what=None, check_mode=False):
+def lock_unless_check(backend: Any, what: Optional[str] = None, check_mode: bool = False) -> Iterator[Any]:
     """``host_lock(backend, what)`` around a change; in check mode (nothing changes) no lock is taken."""
     if check_mode:
         yield backend

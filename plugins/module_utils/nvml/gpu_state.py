@@ -16,6 +16,8 @@ instance without compute instances shows one entry with ``compute_instance_id: n
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, List, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
@@ -56,7 +58,7 @@ def _cache(nvml):
     return cache
 
 
-def invalidate(nvml, index=None):
+def invalidate(nvml: Any, index: Optional[int] = None) -> None:
     """Forget cached profile info (after a MIG mode change or reset)."""
     cache = _cache(nvml)
     if index is None:
@@ -66,7 +68,7 @@ def invalidate(nvml, index=None):
             del cache[key]
 
 
-def cuda_version_string(value):
+def cuda_version_string(value: Optional[int]) -> Optional[str]:
     """12040 -> '12.4' (nvmlSystemGetCudaDriverVersion)."""
     if value is None:
         return None
@@ -138,7 +140,7 @@ def _gi_profile_info(nvml, handle, const):
     return nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, const, 1)
 
 
-def live_profiles(nvml, index):
+def live_profiles(nvml: Any, index: int) -> List[Any]:
     """The GPU instance profiles of GPU ``index`` as GiProfile tuples with NVML's live values.
 
     Reads ids, memory sizes, max counts and placements from NVML (looked up by profile constant).
@@ -197,7 +199,7 @@ def live_profiles(nvml, index):
     return out
 
 
-def find_live_profile(nvml, index, profile):
+def find_live_profile(nvml: Any, index: int, profile: Any) -> Any:
     """The live GiProfile called ``profile`` (name or GiProfile) on GPU ``index``; GpuOpsError if none."""
     profiles = live_profiles(nvml, index)
     name = profile.name if isinstance(profile, gpu_catalog.GiProfile) else profile
@@ -353,7 +355,7 @@ def _instances(gpu_instances, mig_map, processes):
 # Facts
 # --------------------------------------------------------------------------------------------------
 
-def read_gpu(nvml, index):
+def read_gpu(nvml: Any, index: int) -> Dict[str, Any]:
     """Facts of GPU ``index`` (shape: docs/architecture.md)."""
     try:
         return _read_gpu(nvml, index)
@@ -436,7 +438,7 @@ def _read_gpu(nvml, index):
     }
 
 
-def read_host(nvml):
+def read_host(nvml: Any) -> Dict[str, Any]:
     """Driver versions and the facts of every GPU."""
     count = nvml.nvmlDeviceGetCount()
     cuda = _optional(nvml.nvmlSystemGetCudaDriverVersion)
@@ -447,7 +449,8 @@ def read_host(nvml):
     }
 
 
-def gpu_info(simulator=None, diagram=True, run_command=None):
+def gpu_info(simulator: Optional[str] = None, diagram: bool = True,
+             run_command: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
     """The gpu_info module's result: read_host plus the backend kind and, when available, a slice diagram."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.factory import open_nvml
 
@@ -458,7 +461,7 @@ def gpu_info(simulator=None, diagram=True, run_command=None):
         try:
             from ansible_collections.gpuops.k8s.plugins.module_utils.report import diagram as slice_diagram
         except ImportError:
-            slice_diagram = None
+            slice_diagram = None  # type: ignore[assignment]
         if slice_diagram is not None:
             lines = slice_diagram.render(host["gpus"])
             host["diagram"] = lines.splitlines() if isinstance(lines, str) else list(lines)

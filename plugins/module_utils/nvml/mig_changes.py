@@ -9,6 +9,8 @@ uses. Split from the readers so that what only reads GPUs (``gpu_info``, check m
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import IN_USE, NOT_SUPPORTED, NvmlError
@@ -27,7 +29,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.gpu_state import (
 )
 
 
-def set_mig_mode(nvml, index, enabled):
+def set_mig_mode(nvml: Any, index: int, enabled: bool) -> Dict[str, Any]:
     """Request MIG mode on GPU ``index``; {"current", "pending", "activation_status"}."""
     handle = _identity(nvml, index)["handle"]
     status = nvml.nvmlDeviceSetMigMode(handle, 1 if enabled else 0)
@@ -36,7 +38,7 @@ def set_mig_mode(nvml, index, enabled):
     return {"current": current, "pending": pending, "activation_status": int(status or 0)}
 
 
-def reset_gpu(nvml, index):
+def reset_gpu(nvml: Any, index: int) -> None:
     """GPU reset (nvidia-smi -r on real hosts); NvmlError IN_USE while processes run."""
     nvml.reset_gpu(index)
     invalidate(nvml, index)
@@ -47,7 +49,7 @@ def _gi_handle(nvml, index, gpu_instance_id):
     return nvml.nvmlDeviceGetGpuInstanceById(handle, gpu_instance_id)
 
 
-def instances_of(nvml, index, gpu_instance_id):
+def instances_of(nvml: Any, index: int, gpu_instance_id: int) -> List[Dict[str, Any]]:
     """The instance entries (one per CI) of one GPU instance, as in read_gpu."""
     ident = _identity(nvml, index)
     handle, model = ident["handle"], ident["model"]
@@ -59,7 +61,8 @@ def instances_of(nvml, index, gpu_instance_id):
     return _instances(gis, mig_map, procs)
 
 
-def create_instance(nvml, index, gi_profile, start, compute_instances=None):
+def create_instance(nvml: Any, index: int, gi_profile: Any, start: int,
+                    compute_instances: Optional[List[int]] = None) -> List[Dict[str, Any]]:
     """Create a GPU instance of ``gi_profile`` (name or GiProfile) at memory slice ``start``, then its CIs.
 
     ``compute_instances``: list of CI slice counts (default: one CI spanning the GI). When a CI
@@ -130,7 +133,7 @@ def create_instance(nvml, index, gi_profile, start, compute_instances=None):
     return instances_of(nvml, index, gi_id)
 
 
-def destroy_instance(nvml, index, gpu_instance_id):
+def destroy_instance(nvml: Any, index: int, gpu_instance_id: int) -> None:
     """Destroy GPU instance ``gpu_instance_id`` (its CIs first). NvmlError IN_USE when processes use it."""
     ident = _identity(nvml, index)
     handle = ident["handle"]

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, List, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import Backend, Placement, default_run_command, host_lock_path
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import ENV_SIMULATOR, FUNCTION_NOT_FOUND, IN_USE, UNKNOWN, NvmlError, placement_of, text
@@ -15,12 +17,12 @@ class RealBackend(Backend):
 
     kind = "nvml"
 
-    def __init__(self, pynvml_module, run_command=None):
+    def __init__(self, pynvml_module: Any, run_command: Optional[Callable[..., Any]] = None) -> None:
         super(RealBackend, self).__init__()
         self._nv = pynvml_module
         self._run_command = run_command or default_run_command
 
-    def lock_file(self):
+    def lock_file(self) -> str:
         return host_lock_path()
 
     def _translate(self, name, func):
@@ -60,27 +62,27 @@ class RealBackend(Backend):
         self._guard(name, getattr(nv, fname), handle, profile_id, arr, ctypes.byref(count))
         return [arr[i] for i in range(count.value)]
 
-    def nvmlDeviceGetGpuInstancePossiblePlacements(self, device, profileId):
+    def nvmlDeviceGetGpuInstancePossiblePlacements(self, device: str, profileId: int) -> List[Any]:
         items = self._array_call("nvmlDeviceGetGpuInstancePossiblePlacements",
                                  "nvmlDeviceGetGpuInstancePossiblePlacements", device, profileId,
                                  self._nv.c_nvmlGpuInstancePlacement_t, 16)
         return [Placement(p.start, p.size) for p in items]
 
-    def nvmlDeviceGetGpuInstances(self, device, profileId):
+    def nvmlDeviceGetGpuInstances(self, device: Any, profileId: int) -> List[Any]:
         return self._array_call("nvmlDeviceGetGpuInstances", "nvmlDeviceGetGpuInstances", device, profileId,
                                 self._nv.c_nvmlGpuInstance_t, 16)
 
-    def nvmlGpuInstanceGetComputeInstancePossiblePlacements(self, gpuInstance, profileId):
+    def nvmlGpuInstanceGetComputeInstancePossiblePlacements(self, gpuInstance: Any, profileId: int) -> List[Placement]:
         items = self._array_call("nvmlGpuInstanceGetComputeInstancePossiblePlacements",
                                  "nvmlGpuInstanceGetComputeInstancePossiblePlacements", gpuInstance, profileId,
                                  self._nv.c_nvmlComputeInstancePlacement_t, 16)
         return [Placement(p.start, p.size) for p in items]
 
-    def nvmlGpuInstanceGetComputeInstances(self, gpuInstance, profileId):
+    def nvmlGpuInstanceGetComputeInstances(self, gpuInstance: Any, profileId: int) -> List[Any]:
         return self._array_call("nvmlGpuInstanceGetComputeInstances", "nvmlGpuInstanceGetComputeInstances",
                                 gpuInstance, profileId, self._nv.c_nvmlComputeInstance_t, 16)
 
-    def nvmlDeviceCreateGpuInstanceWithPlacement(self, device, profileId, placement):
+    def nvmlDeviceCreateGpuInstanceWithPlacement(self, device: str, profileId: int, placement: Dict[str, Any]) -> str:
         import ctypes
         start, size = placement_of(placement)
         c_placement = self._nv.c_nvmlGpuInstancePlacement_t()
@@ -91,7 +93,7 @@ class RealBackend(Backend):
                            ctypes.byref(c_placement))
 
     # -- GPU reset -------------------------------------------------------------------------------
-    def reset_gpu(self, index):
+    def reset_gpu(self, index: int) -> None:
         """``nvidia-smi -r -i <bus id>``; refused (IN_USE) while compute processes run on the GPU."""
         handle = self.nvmlDeviceGetHandleByIndex(index)
         procs = self.nvmlDeviceGetComputeRunningProcesses(handle)
@@ -108,7 +110,7 @@ class RealBackend(Backend):
         self.cache.clear()
 
 
-def import_pynvml():
+def import_pynvml() -> Any:
     try:
         import pynvml  # pylint: disable=import-outside-toplevel
     except ImportError as e:

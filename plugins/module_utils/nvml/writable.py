@@ -13,8 +13,10 @@ GPUs: open NVML (``params['simulator']``), run ``run(nvml, params, check_mode=..
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, Optional, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import factory
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import lock_unless_check
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import Backend, lock_unless_check
 
 
 def _simulator_class(simulator, read_only):
@@ -24,17 +26,20 @@ def _simulator_class(simulator, read_only):
     return SimBackend
 
 
-def open_backend(simulator=None, run_command=None, read_only=False):
+def open_backend(simulator: Optional[str] = None, run_command: Optional[Callable[..., Tuple[int, str, str]]] = None,
+                 read_only: bool = False) -> Backend:
     return factory.open_backend(simulator, run_command, simulator_class=_simulator_class(simulator, read_only))
 
 
-def open_nvml(simulator=None, run_command=None, read_only=False):
+def open_nvml(simulator: Optional[str] = None, run_command: Optional[Callable[..., Any]] = None,
+              read_only: bool = False) -> Any:
     """``factory.open_nvml`` for callers that change GPUs; ``read_only`` (check mode) opens the
     simulator without its mutations (its read path has no mutating calls)."""
     return factory.open_nvml(simulator, run_command, simulator_class=_simulator_class(simulator, read_only))
 
 
-def run_locked(run, params, what, check_mode=False, run_command=None):
+def run_locked(run: Callable[..., Any], params: Dict[str, Any], what: str, check_mode: bool = False,
+               run_command: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
     """Open NVML for ``params['simulator']`` (or the real NVML), call ``run(nvml, params,
     check_mode=check_mode)`` under the host lock named ``what`` (check mode: no lock) and return its
     result with ``backend`` (``real`` or ``simulator``) added."""

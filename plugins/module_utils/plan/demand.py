@@ -26,6 +26,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpuops.k8s.plugins.module_utils.common import validation
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (  # noqa: F401  (Node, Item: re-exported)
     OBJECTIVES, SOLVERS, WHOLE, Item, Layout, Node, PlanOptions, PlanRequest, Prices)
@@ -357,14 +358,14 @@ def tenants_from_plan(plan: Any, base: Optional[List[Dict[str, Any]]] = None) ->
 
 def nodes_diff(nodes_in: Optional[List[Dict[str, Any]]], result: Mapping[str, Any]) -> Dict[str, str]:
     """A diff (before/after text) of each node's MIG config and device-plugin config."""
-    before = []
+    tracker = diff_helper.DiffTracker()
     for n in nodes_in or []:
         cur = n.get("current")
         labels = n.get("labels") or {}
-        before.append("%s: mig_config=%s device_plugin_config=%s" % (
-            n.get("name"), cur if isinstance(cur, str) else ("custom" if cur else "-"),
+        tracker.add(n.get("name"), before="mig_config=%s device_plugin_config=%s" % (
+            cur if isinstance(cur, str) else ("custom" if cur else "-"),
             labels.get("nvidia.com/device-plugin.config", "-")))
-    after = ["%s: mig_config=%s device_plugin_config=%s" % (
-        nc["node"], nc["mig_config"] or "-", nc["device_plugin_config"] or "-") for nc in result["node_configs"]]
-    return {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n",
-            "before_header": "nodes (current)", "after_header": "nodes (plan)"}
+    for nc in result["node_configs"]:
+        tracker.add(nc["node"], after="mig_config=%s device_plugin_config=%s" % (
+            nc["mig_config"] or "-", nc["device_plugin_config"] or "-"))
+    return tracker.as_text("nodes (current)", "nodes (plan)")

@@ -19,6 +19,8 @@ of gpu_info), Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 
@@ -62,11 +64,11 @@ def _free_cell(width):
     return " " * left + FREE + " " * (width - left - 1)
 
 
-def gpu_label(gpu):
+def gpu_label(gpu: Dict[str, Any]) -> str:
     return "GPU%s %s" % (gpu.get("index"), gpu.get("model") or gpu.get("name") or "unknown")
 
 
-def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
+def render_gpu(gpu: Dict[str, Any], width: int = DEFAULT_WIDTH, label_width: Optional[int] = None) -> str:
     """One line for one GPU (gpu facts dict)."""
     label = gpu_label(gpu)
     if label_width:
@@ -111,7 +113,7 @@ def render_gpu(gpu, width=DEFAULT_WIDTH, label_width=None):
     return "%s [%s]%s" % (label, "|".join(cells), tail)
 
 
-def render(gpus, width=DEFAULT_WIDTH, host=None):
+def render(gpus: List[Dict[str, Any]], width: int = DEFAULT_WIDTH, host: Optional[str] = None) -> List[str]:
     """Lines for every GPU of a host (optionally preceded by the host name)."""
     label_width = max([len(gpu_label(g)) for g in gpus] or [0])
     lines = []

@@ -10,11 +10,13 @@ Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 
 
-def gpu_row(gpu, host=None, shares=None):
+def gpu_row(gpu: Dict[str, Any], host: Any = None, shares: Optional[List[str]] = None) -> Dict[str, Any]:
     """One diagram row for one GPU.
 
     ``shares``: for a GPU without MIG, the labels of what shares it (time-slicing or MPS replicas,
@@ -45,7 +47,7 @@ def gpu_row(gpu, host=None, shares=None):
     return {"label": label, "slots": slots, "blocks": blocks, "note": "%d/%s compute" % (used, total)}
 
 
-def host_rows(hosts):
+def host_rows(hosts: List[Tuple[str, Any]]) -> List[Dict[str, Any]]:
     """Rows for several hosts: ``hosts`` is ``[(host name, [gpu facts])]``; a heading row per host."""
     rows = []
     for host, gpus in hosts:

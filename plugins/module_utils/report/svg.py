@@ -19,6 +19,7 @@ of first appearance. Python 3.9 compatible.
 from __future__ import annotations
 
 import math
+from typing import Any, Dict, List, Optional, Tuple
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 GRID = "#d9d9d9"
@@ -29,7 +30,7 @@ FREE_FILL = "#f2f2f2"
 FONT = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
 
-def esc(text):
+def esc(text: str) -> str:
     """Text escaped for SVG/XML content and attribute values."""
     return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace('"', "&quot;"))
@@ -46,13 +47,14 @@ def _n(value):
 class Canvas(object):
     """A minimal SVG document builder (elements are appended in drawing order)."""
 
-    def __init__(self, width, height, title=None):
+    def __init__(self, width: int, height: int, title: Optional[str] = None) -> None:
         self.width = width
         self.height = height
         self.parts = []
         self.title = title
 
-    def rect(self, x, y, w, h, fill, stroke=None, rx=0, opacity=None):
+    def rect(self, x: float, y: Any, w: float, h: Any, fill: str, stroke: Optional[str] = None, rx: int = 0,
+             opacity: Optional[float] = None) -> None:
         attrs = 'x="%s" y="%s" width="%s" height="%s" fill="%s"' % (_n(x), _n(y), _n(max(w, 0)), _n(max(h, 0)), fill)
         if stroke:
             attrs += ' stroke="%s"' % stroke
@@ -62,14 +64,16 @@ class Canvas(object):
             attrs += ' fill-opacity="%s"' % _n(opacity)
         self.parts.append("<rect %s/>" % attrs)
 
-    def line(self, x1, y1, x2, y2, stroke=AXIS, width=1, dash=None):
+    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str = AXIS, width: int = 1,
+             dash: Optional[str] = None) -> None:
         attrs = 'x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"' % (
             _n(x1), _n(y1), _n(x2), _n(y2), stroke, _n(width))
         if dash:
             attrs += ' stroke-dasharray="%s"' % dash
         self.parts.append("<line %s/>" % attrs)
 
-    def polyline(self, points, stroke, width=2, dash=None):
+    def polyline(self, points: List[Tuple[float, float]], stroke: str, width: int = 2,
+                 dash: Optional[str] = None) -> None:
         if not points:
             return
         attrs = 'points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-linejoin="round"' % (
@@ -78,7 +82,8 @@ class Canvas(object):
             attrs += ' stroke-dasharray="%s"' % dash
         self.parts.append("<polyline %s/>" % attrs)
 
-    def text(self, x, y, content, size=12, anchor="start", fill=TEXT, weight=None, rotate=None):
+    def text(self, x: float, y: Any, content: str, size: int = 12, anchor: str = "start", fill: str = TEXT,
+             weight: Optional[str] = None, rotate: Optional[int] = None) -> None:
         attrs = 'x="%s" y="%s" font-size="%s" text-anchor="%s" fill="%s"' % (_n(x), _n(y), _n(size), anchor, fill)
         if weight:
             attrs += ' font-weight="%s"' % weight
@@ -86,7 +91,7 @@ class Canvas(object):
             attrs += ' transform="rotate(%s %s %s)"' % (_n(rotate), _n(x), _n(y))
         self.parts.append("<text %s>%s</text>" % (attrs, esc(content)))
 
-    def render(self):
+    def render(self) -> str:
         head = ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s>'
                 % (self.width, self.height, self.width, self.height, FONT))
         body = ['<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>' % (self.width, self.height)]
@@ -95,7 +100,7 @@ class Canvas(object):
         return "\n".join([head] + body + self.parts + ["</svg>"]) + "\n"
 
 
-def nice_ticks(low, high, count=5):
+def nice_ticks(low: float, high: float, count: int = 5) -> List[Any]:
     """Round tick values covering [low, high] (1, 2, 2.5 or 5 times a power of ten apart)."""
     if high <= low:
         high = low + 1.0
@@ -131,8 +136,9 @@ def _legend(canvas, names, x, y, dashes=None):
         canvas.text(x + 28, yy, name, size=12)
 
 
-def line_chart(series, title, x_label, y_label, x_range=None, y_range=None, width=760, height=420,
-               hlines=None):
+def line_chart(series: List[Dict[str, Any]], title: str, x_label: str, y_label: str,
+               x_range: Optional[Tuple[int, int]] = None, y_range: Optional[Tuple[int, int]] = None, width: int = 760,
+               height: int = 420, hlines: Optional[List[Tuple[int, str]]] = None) -> str:
     """Lines through each series' points.
 
     ``series``: list of ``{"name": str, "points": [(x, y), ...], "dashed": bool}``. ``x_range`` /
@@ -179,7 +185,8 @@ def line_chart(series, title, x_label, y_label, x_range=None, y_range=None, widt
     return canvas.render()
 
 
-def bar_chart(categories, series, title, y_label, width=760, height=420, value_format="%.0f"):
+def bar_chart(categories: List[str], series: List[Dict[str, Any]], title: str, y_label: str, width: int = 760,
+              height: int = 420, value_format: str = "%.0f") -> str:
     """Grouped bars: for each category one bar per series, the value printed above it.
 
     ``categories``: list of labels; ``series``: ``[{"name": str, "values": [number per category]}]``
@@ -223,7 +230,7 @@ def bar_chart(categories, series, title, y_label, width=760, height=420, value_f
     return canvas.render()
 
 
-def slice_diagram(rows, title, slot_width=56, row_height=26):
+def slice_diagram(rows: List[Dict[str, Any]], title: str, slot_width: int = 56, row_height: int = 26) -> str:
     """One row per GPU: its memory slices as cells, each block (MIG instance or share) spanning its slices.
 
     ``rows``: ``[{"label": "node-1 GPU0 A100-80GB", "slots": 8, "blocks": [{"start": 0, "size": 4,

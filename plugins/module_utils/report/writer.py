@@ -21,13 +21,15 @@ import os
 import sys
 import tempfile
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 DEFAULT_NAME = "report.md"
 
 
-def table(headers, rows, align=None):
+def table(headers: List[str], rows: List[Any], align: Optional[List[str]] = None) -> str:
     """A Markdown table. ``align``: one of ``l``, ``r``, ``c`` per column (default: left)."""
     align = align or ["l"] * len(headers)
     marks = {"l": "---", "r": "---:", "c": ":---:"}
@@ -42,7 +44,7 @@ def table(headers, rows, align=None):
     return "\n".join(lines) + "\n"
 
 
-def report_paths(path, default_name=DEFAULT_NAME):
+def report_paths(path: str, default_name: str = DEFAULT_NAME) -> Tuple[str, str]:
     """``(markdown_file, directory)`` for a report ``path``.
 
     A path ending in ``.md`` is the Markdown file itself (pictures go beside it); any other path is
@@ -78,7 +80,8 @@ def _atomic_write(path, data):
         raise
 
 
-def write_report(path, markdown, pictures=None, check_mode=False, default_name=DEFAULT_NAME):
+def write_report(path: str, markdown: str, pictures: Optional[Dict[str, Any]] = None, check_mode: bool = False,
+                 default_name: str = DEFAULT_NAME) -> Dict[str, Any]:
     """Write a report: ``markdown`` (text) and ``pictures`` (``{file name: SVG text}``, names relative
     to the Markdown file, which refers to them by those names).
 
@@ -91,7 +94,7 @@ def write_report(path, markdown, pictures=None, check_mode=False, default_name=D
     for name in sorted(pictures or {}):
         if os.path.isabs(name) or os.path.normpath(name).startswith(".."):
             raise GpuOpsError("report picture name %r must be relative to the report directory" % name)
-        files.append((os.path.join(directory, name), pictures[name]))
+        files.append((os.path.join(directory, name), (pictures or {})[name]))
     changed = []
     for file_path, text in files:
         data = text.encode("utf-8") if not isinstance(text, bytes) else text
@@ -110,7 +113,8 @@ def write_report(path, markdown, pictures=None, check_mode=False, default_name=D
     return {"path": md_path, "files": [item[0] for item in files], "changed_files": changed, "changed": bool(changed)}
 
 
-def write_report_diff(path, markdown, pictures=None, check_mode=False, diff=False, default_name=DEFAULT_NAME):
+def write_report_diff(path: str, markdown: str, pictures: Optional[Dict[str, Any]] = None, check_mode: bool = False,
+                      diff: bool = False, default_name: str = DEFAULT_NAME) -> Tuple[Any, ...]:
     """:func:`write_report`, and with ``diff`` the Markdown file's ``{"before", "after", "before_header",
     "after_header"}`` for a module's diff output (the file as it was, or ``""``).
 
@@ -124,7 +128,7 @@ def write_report_diff(path, markdown, pictures=None, check_mode=False, diff=Fals
     if not (diff and written["changed"]):
         return written, None
     before = before.decode("utf-8") if before is not None else ""
-    return written, {"before": before, "after": markdown, "before_header": md_path, "after_header": md_path}
+    return written, diff_helper.text_diff(before, markdown, md_path)
 
 
 class Progress(object):
@@ -135,7 +139,8 @@ class Progress(object):
     ``enabled=False`` makes every call a no-op (modules: never write to stdout).
     """
 
-    def __init__(self, total, label="", stream=None, width=30, every_pct=10, enabled=True, clock=time.time):
+    def __init__(self, total: int, label: str = "", stream: Any = None, width: int = 30, every_pct: int = 10,
+                 enabled: bool = True, clock: Any = time.time) -> None:
         self.total = max(int(total), 1)
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -156,7 +161,7 @@ class Progress(object):
             "#" * filled, "." * (self.width - filled), len(str(self.total)), self.done, self.total,
             int(frac * 100), elapsed, self.label, (" " + note) if note else "")
 
-    def step(self, n=1, note=""):
+    def step(self, n: int = 1, note: str = "") -> None:
         self.done += n
         if not self.enabled:
             return
@@ -173,5 +178,5 @@ class Progress(object):
             self.stream.flush()
         self._last_pct = pct
 
-    def elapsed(self):
+    def elapsed(self) -> float:
         return self._clock() - self._start

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, Dict
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -24,7 +25,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import (
 )
 
 
-def valid_fault_error(name):
+def valid_fault_error(name: str) -> str:
     """Canonical NVML error name for a fault entry, or GpuOpsError naming the valid ones."""
     code = error_code(name)
     for k, v in ERROR_CODES.items():
@@ -194,7 +195,7 @@ def _boolean(v):
     raise ValueError(v)
 
 
-def configure(params, check_mode=False):
+def configure(params: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
     """Create, change, reboot or remove a simulated host (the nvml_simulator module).
 
     Everything is validated before the state file is written. Returns the module result.

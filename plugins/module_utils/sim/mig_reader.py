@@ -6,6 +6,8 @@ instances and MIG device handles (part of ``sim.reader.SimReader``)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable, List, TYPE_CHECKING
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import INSUFFICIENT_RESOURCES, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, NvmlError
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim.state import ComputeInstanceHandle, DeviceHandle, GpuInstanceHandle, Obj
@@ -17,6 +19,18 @@ PROFILES_WITHOUT_MIG_DRIVER = 580
 
 class MigReads(object):
     """GPU instance, compute instance and MIG device queries over ``self.state``."""
+
+    if TYPE_CHECKING:  # the state and its lookups come with SimReader, which mixes this class in
+        state: Any
+        _gpu: Callable[..., Any]
+        _model: Callable[..., Any]
+        _mig_gpu: Callable[..., Any]
+        _profile_by_id: Callable[..., Any]
+        _find_gi: Callable[..., Any]
+        _gi: Callable[..., Any]
+        _ci: Callable[..., Any]
+        _find_ci: Callable[..., Any]
+        _gi_profile: Callable[..., Any]
 
     # -- GPU instance profiles -------------------------------------------------------------------
     def _gi_profile_info(self, call, model, p):
@@ -47,7 +61,7 @@ class MigReads(object):
             return gpu, model
         raise NvmlError(NOT_SUPPORTED, call=call)
 
-    def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile, version=2):
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: Any, profile: int, version: int = 2) -> Any:
         call = "nvmlDeviceGetGpuInstanceProfileInfo"
         gpu, model = self._profile_gpu(call, handle)
         if not isinstance(profile, int) or profile < 0 or profile >= gpu_catalog.GI_PROFILE_COUNT:
@@ -63,12 +77,12 @@ class MigReads(object):
 
     nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo
 
-    def nvmlDeviceGetGpuInstanceProfileInfoById(self, handle, profileId):
+    def nvmlDeviceGetGpuInstanceProfileInfoById(self, handle: Any, profileId: int) -> Any:
         call = "nvmlDeviceGetGpuInstanceProfileInfoById"
         gpu, model = self._profile_gpu(call, handle)
         return self._gi_profile_info(call, model, self._profile_by_id(call, model, profileId))
 
-    def nvmlDeviceGetGpuInstancePossiblePlacements(self, handle, profileId):
+    def nvmlDeviceGetGpuInstancePossiblePlacements(self, handle: Any, profileId: int) -> List[Any]:
         call = "nvmlDeviceGetGpuInstancePossiblePlacements"
         gpu = self._gpu(call, handle)
         model = self._model(gpu)
@@ -95,7 +109,7 @@ class MigReads(object):
             return INSUFFICIENT_RESOURCES
         return 0
 
-    def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle, profileId):
+    def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle: Any, profileId: int) -> int:
         call = "nvmlDeviceGetGpuInstanceRemainingCapacity"
         gpu, model = self._profile_gpu(call, handle)
         p = self._profile_by_id(call, model, profileId)
@@ -113,21 +127,21 @@ class MigReads(object):
             gpu["gpu_instances"] = saved
         return count
 
-    def nvmlDeviceGetGpuInstances(self, handle, profileId):
+    def nvmlDeviceGetGpuInstances(self, handle: Any, profileId: int) -> List[Any]:
         call = "nvmlDeviceGetGpuInstances"
         gpu, model = self._profile_gpu(call, handle)
         self._profile_by_id(call, model, profileId)
         return [GpuInstanceHandle(gpu["index"], gi["id"]) for gi in gpu["gpu_instances"]
                 if gi["profile_id"] == profileId]
 
-    def nvmlDeviceGetGpuInstanceById(self, handle, gpuInstanceId):
+    def nvmlDeviceGetGpuInstanceById(self, handle: Any, gpuInstanceId: int) -> Any:
         call = "nvmlDeviceGetGpuInstanceById"
         gpu, model = self._mig_gpu(call, handle)
         if self._find_gi(gpu, gpuInstanceId) is None:
             raise NvmlError(NOT_FOUND, call=call)
         return GpuInstanceHandle(gpu["index"], gpuInstanceId)
 
-    def nvmlGpuInstanceGetInfo(self, gpuInstance):
+    def nvmlGpuInstanceGetInfo(self, gpuInstance: Any) -> Any:
         gpu, model, gi = self._gi("nvmlGpuInstanceGetInfo", gpuInstance)
         return Obj(device=DeviceHandle(gpu["index"]), id=gi["id"], profileId=gi["profile_id"],
                    placement=Obj(start=gi["start"], size=gi["size"]))
@@ -151,7 +165,8 @@ class MigReads(object):
             raise NvmlError(NOT_SUPPORTED, call=call)
         return slices
 
-    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gpuInstance, profile, engProfile=0, version=2):
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gpuInstance: Any, profile: int, engProfile: int = 0,
+                                                     version: int = 2) -> Any:
         call = "nvmlGpuInstanceGetComputeInstanceProfileInfo"
         gpu, model, gi = self._gi(call, gpuInstance)
         gp = self._gi_profile(model, gi)
@@ -182,14 +197,14 @@ class MigReads(object):
                 return False
         return True
 
-    def nvmlGpuInstanceGetComputeInstancePossiblePlacements(self, gpuInstance, profileId):
+    def nvmlGpuInstanceGetComputeInstancePossiblePlacements(self, gpuInstance: Any, profileId: int) -> List[Obj]:
         call = "nvmlGpuInstanceGetComputeInstancePossiblePlacements"
         gpu, model, gi = self._gi(call, gpuInstance)
         gp = self._gi_profile(model, gi)
         slices = self._ci_profile(call, model, gp, profileId)
         return [Obj(start=s, size=slices) for s in self._ci_placements(gp, slices)]
 
-    def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(self, gpuInstance, profileId):
+    def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(self, gpuInstance: Any, profileId: int) -> int:
         call = "nvmlGpuInstanceGetComputeInstanceRemainingCapacity"
         gpu, model, gi = self._gi(call, gpuInstance)
         gp = self._gi_profile(model, gi)
@@ -202,21 +217,21 @@ class MigReads(object):
                 count += 1
         return count
 
-    def nvmlGpuInstanceGetComputeInstances(self, gpuInstance, profileId):
+    def nvmlGpuInstanceGetComputeInstances(self, gpuInstance: Any, profileId: int) -> List[Any]:
         call = "nvmlGpuInstanceGetComputeInstances"
         gpu, model, gi = self._gi(call, gpuInstance)
         self._ci_profile(call, model, self._gi_profile(model, gi), profileId)
         return [ComputeInstanceHandle(gpu["index"], gi["id"], ci["id"]) for ci in gi["compute_instances"]
                 if ci["profile_id"] == profileId]
 
-    def nvmlGpuInstanceGetComputeInstanceById(self, gpuInstance, computeInstanceId):
+    def nvmlGpuInstanceGetComputeInstanceById(self, gpuInstance: Any, computeInstanceId: int) -> ComputeInstanceHandle:
         call = "nvmlGpuInstanceGetComputeInstanceById"
         gpu, model, gi = self._gi(call, gpuInstance)
         if self._find_ci(gpu, gi["id"], computeInstanceId) is None:
             raise NvmlError(NOT_FOUND, call=call)
         return ComputeInstanceHandle(gpu["index"], gi["id"], computeInstanceId)
 
-    def nvmlComputeInstanceGetInfo(self, computeInstance):
+    def nvmlComputeInstanceGetInfo(self, computeInstance: Any) -> Any:
         gpu, model, gi, ci = self._ci("nvmlComputeInstanceGetInfo", computeInstance)
         return Obj(device=DeviceHandle(gpu["index"]), gpuInstance=GpuInstanceHandle(gpu["index"], gi["id"]),
                    id=ci["id"], profileId=ci["profile_id"], placement=Obj(start=ci["start"], size=ci["slices"]))
@@ -227,16 +242,16 @@ class MigReads(object):
     def _mig_devices(self, gpu):
         return [(gi["id"], ci["id"]) for gi in gpu["gpu_instances"] for ci in gi["compute_instances"]]
 
-    def nvmlDeviceIsMigDeviceHandle(self, handle):
+    def nvmlDeviceIsMigDeviceHandle(self, handle: Any) -> int:
         self._gpu("nvmlDeviceIsMigDeviceHandle", handle, mig_ok=True)
         return 1 if handle.is_mig else 0
 
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
         gpu = self._gpu("nvmlDeviceGetMaxMigDeviceCount", handle)
         # 0 while MIG mode is off, as NVML documents and a real H200 (580.159.04) answers
         return self._model(gpu).compute_slices if gpu.get("mig_mode_current") else 0
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, index):
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> Any:
         call = "nvmlDeviceGetMigDeviceHandleByIndex"
         gpu, model = self._mig_gpu(call, handle)
         devices = self._mig_devices(gpu)
@@ -254,11 +269,11 @@ class MigReads(object):
             raise NvmlError(INVALID_ARGUMENT, call=call)
         return handle
 
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice):
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice: Any) -> Any:
         return DeviceHandle(self._mig_device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", migDevice).gpu)
 
-    def nvmlDeviceGetGpuInstanceId(self, handle):
+    def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
         return self._mig_device("nvmlDeviceGetGpuInstanceId", handle).gi
 
-    def nvmlDeviceGetComputeInstanceId(self, handle):
+    def nvmlDeviceGetComputeInstanceId(self, handle: Any) -> int:
         return self._mig_device("nvmlDeviceGetComputeInstanceId", handle).ci

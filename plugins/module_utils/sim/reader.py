@@ -10,6 +10,8 @@ Injected faults apply here too (a counted fault is used up under the host lock).
 
 from __future__ import annotations
 
+from typing import Any, List, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import Backend
@@ -47,20 +49,20 @@ class SimReader(MigReads, Backend):
     The mutating calls are in ``sim.writer.SimBackend``; a read-only module never imports them."""
 
     kind = "simulator"
-    mutating_calls = ()  # the setters (sim.writer); a fault with after_change applies to them only
+    mutating_calls: Tuple[str, ...] = ()  # the setters (sim.writer); a fault with after_change applies to them only
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         super(SimReader, self).__init__()
         self.path = path
-        self.state = None
+        self.state: Any = None
         self._models = {}
         self._profiles = {}
 
     # -- plumbing --------------------------------------------------------------------------------
-    def lock_file(self):
+    def lock_file(self) -> str:
         return lock_path(self.path)
 
-    def locked(self):
+    def locked(self) -> None:
         """The host lock was just taken: read the state again (another run may have changed it)."""
         if self.state is not None:
             self.state = load_state(self.path)
@@ -203,7 +205,7 @@ class SimReader(MigReads, Backend):
         raise GpuOpsError("simulator state: GPU instance %s has unknown profile id %s" % (gi["id"], gi["profile_id"]))
 
     # -- system ----------------------------------------------------------------------------------
-    def nvmlInit(self):
+    def nvmlInit(self) -> None:
         self.state = load_state(self.path)
         try:
             self._fault("nvmlInit")
@@ -211,31 +213,31 @@ class SimReader(MigReads, Backend):
             self.state = None
             raise
 
-    def nvmlInitWithFlags(self, flags=0):
+    def nvmlInitWithFlags(self, flags: int = 0) -> None:
         self.nvmlInit()
 
-    def nvmlShutdown(self):
+    def nvmlShutdown(self) -> None:
         self._enter("nvmlShutdown")
         self.state = None
 
-    def nvmlSystemGetDriverVersion(self):
+    def nvmlSystemGetDriverVersion(self) -> str:
         self._enter("nvmlSystemGetDriverVersion")
         return self.state.get("driver_version") or DEFAULT_DRIVER
 
-    def nvmlSystemGetCudaDriverVersion(self):
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion")
         return int(self.state.get("cuda_driver_version") or cuda_for_driver(self.state.get("driver_version")))
 
-    def nvmlSystemGetCudaDriverVersion_v2(self):
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion_v2")
         return int(self.state.get("cuda_driver_version") or cuda_for_driver(self.state.get("driver_version")))
 
-    def nvmlSystemGetNVMLVersion(self):
+    def nvmlSystemGetNVMLVersion(self) -> str:
         self._enter("nvmlSystemGetNVMLVersion")
         major = gpu_catalog.version_tuple(self.state.get("driver_version") or DEFAULT_DRIVER)[0]
         return "%d.%s" % (major // 10 + 1 if major < 100 else 12, self.state.get("driver_version") or DEFAULT_DRIVER)
 
-    def nvmlSystemGetProcessName(self, pid):
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
         self._enter("nvmlSystemGetProcessName")
         for gpu in self.state["gpus"]:
             for p in gpu.get("processes", []):
@@ -244,17 +246,17 @@ class SimReader(MigReads, Backend):
         raise NvmlError(NOT_FOUND, call="nvmlSystemGetProcessName")
 
     # -- devices ---------------------------------------------------------------------------------
-    def nvmlDeviceGetCount(self):
+    def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")
         return len(self.state["gpus"])
 
-    def nvmlDeviceGetHandleByIndex(self, index):
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
         self._enter("nvmlDeviceGetHandleByIndex", index)
         if not isinstance(index, int) or index < 0 or index >= len(self.state["gpus"]):
             raise NvmlError(INVALID_ARGUMENT, call="nvmlDeviceGetHandleByIndex")
         return DeviceHandle(index)
 
-    def nvmlDeviceGetHandleByUUID(self, uuid):
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> Any:
         self._enter("nvmlDeviceGetHandleByUUID")
         uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
         for gpu in self.state["gpus"]:
@@ -266,7 +268,7 @@ class SimReader(MigReads, Backend):
                         return DeviceHandle(gpu["index"], gi["id"], ci["id"])
         raise NvmlError(NOT_FOUND, call="nvmlDeviceGetHandleByUUID")
 
-    def nvmlDeviceGetHandleByPciBusId(self, bus_id):
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id: Any) -> DeviceHandle:
         self._enter("nvmlDeviceGetHandleByPciBusId")
         bus_id = (bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)).lower()
         for gpu in self.state["gpus"]:
@@ -274,7 +276,7 @@ class SimReader(MigReads, Backend):
                 return DeviceHandle(gpu["index"])
         raise NvmlError(NOT_FOUND, call="nvmlDeviceGetHandleByPciBusId")
 
-    def nvmlDeviceGetName(self, handle):
+    def nvmlDeviceGetName(self, handle: Any) -> str:
         gpu = self._gpu("nvmlDeviceGetName", handle, mig_ok=True)
         if handle.is_mig:
             model = self._model(gpu)
@@ -283,17 +285,17 @@ class SimReader(MigReads, Backend):
             return "%s MIG %s" % (gpu["name"], self._ci_name(model, self._gi_profile(model, gi), ci["slices"]))
         return gpu["name"]
 
-    def nvmlDeviceGetUUID(self, handle):
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
         gpu = self._gpu("nvmlDeviceGetUUID", handle, mig_ok=True)
         if handle.is_mig:
             return self._find_ci(gpu, handle.gi, handle.ci)["uuid"]
         return gpu["uuid"]
 
-    def nvmlDeviceGetSerial(self, handle):
+    def nvmlDeviceGetSerial(self, handle: Any) -> str:
         gpu = self._gpu("nvmlDeviceGetSerial", handle)
         return gpu.get("serial", "")
 
-    def nvmlDeviceGetPciInfo(self, handle):
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
         gpu = self._gpu("nvmlDeviceGetPciInfo", handle)
         dev = int(gpu["pci_device_id"], 16)
         bus_id = gpu["pci_bus_id"]
@@ -306,7 +308,7 @@ class SimReader(MigReads, Backend):
 
     nvmlDeviceGetPciInfo_v3 = nvmlDeviceGetPciInfo
 
-    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
         gpu = self._gpu("nvmlDeviceGetMemoryInfo", handle, mig_ok=True)
         if handle.is_mig:
             model = self._model(gpu)
@@ -321,7 +323,7 @@ class SimReader(MigReads, Backend):
         return Obj(total=total, free=total - used, used=used)
 
     # -- MIG mode --------------------------------------------------------------------------------
-    def nvmlDeviceGetMigMode(self, handle):
+    def nvmlDeviceGetMigMode(self, handle: Any) -> List[int]:
         gpu = self._gpu("nvmlDeviceGetMigMode", handle)
         if not self._model(gpu).profiles:
             raise NvmlError(NOT_SUPPORTED, call="nvmlDeviceGetMigMode")
@@ -334,7 +336,7 @@ class SimReader(MigReads, Backend):
             procs = [p for p in procs if _in_instance(p, handle)]
         return procs
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> List[Any]:
         gpu = self._gpu("nvmlDeviceGetComputeRunningProcesses", handle, mig_ok=True)
         out = []
         for p in self._procs(gpu, handle):
@@ -354,7 +356,7 @@ class SimReader(MigReads, Backend):
     nvmlDeviceGetComputeRunningProcesses_v3 = nvmlDeviceGetComputeRunningProcesses
 
     # -- health ----------------------------------------------------------------------------------
-    def nvmlDeviceGetTotalEccErrors(self, handle, errorType, counterType):
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
         call = "nvmlDeviceGetTotalEccErrors"
         gpu = self._gpu(call, handle)
         if gpu["model"] in _NO_ECC or not gpu.get("settings", {}).get("ecc_mode_current", 1):
@@ -365,11 +367,11 @@ class SimReader(MigReads, Backend):
                              "corrected" if errorType == 0 else "uncorrected")
         return int(_health(gpu, key))
 
-    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle):
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any) -> int:
         gpu = self._gpu("nvmlDeviceGetRetiredPagesPendingStatus", handle)
         return 1 if _health(gpu, "retired_pages_pending") else 0
 
-    def nvmlDeviceGetRemappedRows(self, handle):
+    def nvmlDeviceGetRemappedRows(self, handle: Any) -> Tuple[int, int, int, int]:
         call = "nvmlDeviceGetRemappedRows"
         gpu = self._gpu(call, handle)
         if gpu["model"] in _NO_ECC:
@@ -378,17 +380,17 @@ class SimReader(MigReads, Backend):
         pending = 1 if _health(gpu, "remapped_rows_pending") else 0
         return (0, int(_health(gpu, "ecc_aggregate_uncorrected")), pending, failure)
 
-    def nvmlDeviceGetTemperature(self, handle, sensor=0):
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int = 0) -> int:
         gpu = self._gpu("nvmlDeviceGetTemperature", handle)
         if sensor != 0:
             raise NvmlError(INVALID_ARGUMENT, call="nvmlDeviceGetTemperature")
         return int(_health(gpu, "temperature_c"))
 
-    def nvmlDeviceGetPowerUsage(self, handle):
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         gpu = self._gpu("nvmlDeviceGetPowerUsage", handle)
         return int(round(float(_health(gpu, "power_w")) * 1000))
 
-    def nvmlDeviceGetUtilizationRates(self, handle):
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         gpu = self._gpu("nvmlDeviceGetUtilizationRates", handle)
         return Obj(gpu=int(_health(gpu, "utilization_gpu_pct")), memory=int(_health(gpu, "utilization_memory_pct")))
 
@@ -397,30 +399,30 @@ class SimReader(MigReads, Backend):
         gpu = self._gpu(call, handle)
         return gpu, gpu.setdefault("settings", {})
 
-    def nvmlDeviceGetPowerManagementLimit(self, handle):
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
         gpu, s = self._settings("nvmlDeviceGetPowerManagementLimit", handle)
         return int(s.get("power_limit_mw", _POWER.get(gpu["model"], (300, 100))[0] * 1000))
 
     nvmlDeviceGetEnforcedPowerLimit = nvmlDeviceGetPowerManagementLimit
 
-    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle):
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int:
         gpu = self._gpu("nvmlDeviceGetPowerManagementDefaultLimit", handle)
         return _POWER.get(gpu["model"], (300, 100))[0] * 1000
 
-    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle):
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> List[int]:
         gpu = self._gpu("nvmlDeviceGetPowerManagementLimitConstraints", handle)
         default, minimum = _POWER.get(gpu["model"], (300, 100))
         return [minimum * 1000, default * 1000]
 
-    def nvmlDeviceGetPersistenceMode(self, handle):
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
         gpu, s = self._settings("nvmlDeviceGetPersistenceMode", handle)
         return int(s.get("persistence_mode", 0))
 
-    def nvmlDeviceGetComputeMode(self, handle):
+    def nvmlDeviceGetComputeMode(self, handle: Any) -> int:
         gpu, s = self._settings("nvmlDeviceGetComputeMode", handle)
         return int(s.get("compute_mode", 0))
 
-    def nvmlDeviceGetEccMode(self, handle):
+    def nvmlDeviceGetEccMode(self, handle: Any) -> List[int]:
         call = "nvmlDeviceGetEccMode"
         gpu, s = self._settings(call, handle)
         if gpu["model"] in _NO_ECC:
@@ -438,7 +440,7 @@ class SimReader(MigReads, Backend):
     def _graphics_steps(clocks):
         return list(range(clocks[1], 209, -15))
 
-    def nvmlDeviceGetApplicationsClock(self, handle, clock_type):
+    def nvmlDeviceGetApplicationsClock(self, handle: Any, clock_type: int) -> int:
         call = "nvmlDeviceGetApplicationsClock"
         gpu, s, clocks = self._clocks(call, handle)
         current = s.get("applications_clocks") or {"memory": clocks[0], "graphics": clocks[2]}
@@ -448,7 +450,7 @@ class SimReader(MigReads, Backend):
             return int(current["memory"])
         raise NvmlError(INVALID_ARGUMENT, call=call)
 
-    def nvmlDeviceGetDefaultApplicationsClock(self, handle, clock_type):
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: Any, clock_type: int) -> int:
         call = "nvmlDeviceGetDefaultApplicationsClock"
         gpu, s, clocks = self._clocks(call, handle)
         if clock_type in (0, 1):
@@ -457,11 +459,11 @@ class SimReader(MigReads, Backend):
             return clocks[0]
         raise NvmlError(INVALID_ARGUMENT, call=call)
 
-    def nvmlDeviceGetSupportedMemoryClocks(self, handle):
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: Any) -> List[int]:
         gpu, s, clocks = self._clocks("nvmlDeviceGetSupportedMemoryClocks", handle)
         return [clocks[0]]
 
-    def nvmlDeviceGetSupportedGraphicsClocks(self, handle, memoryClockMHz):
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: Any, memoryClockMHz: int) -> List[int]:
         call = "nvmlDeviceGetSupportedGraphicsClocks"
         gpu, s, clocks = self._clocks(call, handle)
         if memoryClockMHz != clocks[0]:

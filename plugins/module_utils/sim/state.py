@@ -43,6 +43,7 @@ import os
 import random
 import tempfile
 import uuid as uuidlib
+from typing import Any, Dict, List, Optional, TYPE_CHECKING
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -125,7 +126,7 @@ SIM_CALLS = (
 class Obj(object):
     """A plain struct like pynvml's (attribute access); char fields are bytes as in pynvml."""
 
-    def __init__(self, **fields):
+    def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)
 
     def __repr__(self):
@@ -137,19 +138,23 @@ class Obj(object):
     def __ne__(self, other):
         return not self == other
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
+
+    if TYPE_CHECKING:  # the fields are set per call, as pynvml's structs have them
+        def __getattr__(self, name: str) -> Any:
+            ...
 
 
 class DeviceHandle(object):
     __slots__ = ("gpu", "gi", "ci")
 
-    def __init__(self, gpu, gi=None, ci=None):
+    def __init__(self, gpu: int, gi: Optional[int] = None, ci: Optional[int] = None) -> None:
         self.gpu = gpu
         self.gi = gi
         self.ci = ci
 
     @property
-    def is_mig(self):
+    def is_mig(self) -> bool:
         return self.gi is not None
 
     def __repr__(self):
@@ -167,7 +172,7 @@ class DeviceHandle(object):
 class GpuInstanceHandle(object):
     __slots__ = ("gpu", "gi")
 
-    def __init__(self, gpu, gi):
+    def __init__(self, gpu: int, gi: int) -> None:
         self.gpu = gpu
         self.gi = gi
 
@@ -184,7 +189,7 @@ class GpuInstanceHandle(object):
 class ComputeInstanceHandle(object):
     __slots__ = ("gpu", "gi", "ci")
 
-    def __init__(self, gpu, gi, ci):
+    def __init__(self, gpu: int, gi: int, ci: int) -> None:
         self.gpu = gpu
         self.gi = gi
         self.ci = ci
@@ -204,7 +209,7 @@ class ComputeInstanceHandle(object):
 # State construction (used by the nvml_simulator module and tests)
 # --------------------------------------------------------------------------------------------------
 
-def cuda_for_driver(driver_version):
+def cuda_for_driver(driver_version: str) -> int:
     major = gpu_catalog.version_tuple(driver_version)[0] if driver_version else 0
     for branch, cuda in _CUDA_BY_BRANCH:
         if major >= branch:
@@ -212,7 +217,7 @@ def cuda_for_driver(driver_version):
     return 10020
 
 
-def new_gpu(index, model, nvml_name=None, rng=None):
+def new_gpu(index: int, model: Any, nvml_name: Optional[str] = None, rng: Any = None) -> Dict[str, Any]:
     """State of one freshly installed GPU of ``model`` (GpuModel) at ``index``."""
     rng = rng or random
     variant = gpu_catalog.variant_for(model, nvml_name)
@@ -244,10 +249,11 @@ def new_gpu(index, model, nvml_name=None, rng=None):
     return gpu
 
 
-def new_state(gpus, driver_version=None, seed=None):
+def new_state(gpus: List[Dict[str, Any]], driver_version: Optional[str] = None,
+              seed: Optional[int] = None) -> Dict[str, Any]:
     """A simulated host: ``gpus`` is a list of ``{model, count}`` (model: catalog key or NVML name)."""
     rng = random.Random(seed)
-    state = {
+    state: Dict[str, Any] = {
         "version": STATE_VERSION,
         "driver_version": driver_version or DEFAULT_DRIVER,
         "gpus": [],
@@ -255,7 +261,7 @@ def new_state(gpus, driver_version=None, seed=None):
         "boot_id": 1,
     }
     for entry in gpus:
-        ref = entry.get("model")
+        ref: Any = entry.get("model")
         model = gpu_catalog.find_model(ref)
         name = ref if isinstance(ref, str) and ref.lower() != model.key else None
         count = int(entry.get("count", 1))
@@ -266,7 +272,7 @@ def new_state(gpus, driver_version=None, seed=None):
     return state
 
 
-def load_state(path):
+def load_state(path: str) -> Dict[str, Any]:
     try:
         with open(path) as f:
             state = json.load(f)
@@ -335,7 +341,7 @@ _CHECKS = {
 }
 
 
-def validate_state(state, path):
+def validate_state(state: Dict[str, Any], path: str) -> None:
     """Raise GpuOpsError naming the path and field where ``state`` does not have the documented shape."""
     sh = _Shape(path)
     sh.get(state, "driver_version", "", "str", required=False, nullable=True)
@@ -411,12 +417,12 @@ def validate_state(state, path):
             sh.fail(where + ".gpu", "is %d; the host has GPUs 0-%d" % (gpu, len(gpus) - 1))
 
 
-def lock_path(path):
+def lock_path(path: str) -> str:
     """The host lock of a simulated host: a file beside its state file."""
     return path + ".lock"
 
 
-def save_state(path, state):
+def save_state(path: str, state: Dict[str, Any]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         os.makedirs(directory)
@@ -433,7 +439,7 @@ def save_state(path, state):
         raise
 
 
-def gi_swizzle_id(memory_slices, start, size):
+def gi_swizzle_id(memory_slices: int, start: int, size: int) -> int:
     """GPU instance id as the driver assigns it: a binary tree over the memory slices.
 
     With 8 memory slices: the whole GPU is 0, halves 1-2, quarters 3-6, eighths 7-14 (A100/H100 show
@@ -447,7 +453,7 @@ def _health(gpu, key):
     return h.get(key, HEALTH_DEFAULTS[key])
 
 
-def reset_gpu_state(gpu, model):
+def reset_gpu_state(gpu: Dict[str, Any], model: Any) -> Dict[str, Any]:
     """What a GPU reset does to one GPU (a host reboot does it too): the pending MIG mode applies (Ampere) or MIG
     mode is lost (Hopper and newer), no instances, the pending ECC mode applies, default application clocks,
     volatile ECC counters cleared. Returns the GPU's settings."""
@@ -467,7 +473,7 @@ def reset_gpu_state(gpu, model):
     return settings
 
 
-def reboot_gpu_state(gpu, model):
+def reboot_gpu_state(gpu: Dict[str, Any], model: Any) -> None:
     """What a host reboot does to one GPU: a reset (``reset_gpu_state``), no processes, default persistence and
     compute mode and power limit."""
     settings = reset_gpu_state(gpu, model)
@@ -477,7 +483,7 @@ def reboot_gpu_state(gpu, model):
     settings["power_limit_mw"] = _POWER.get(model.key, (300, 100))[0] * 1000
 
 
-def reboot_state(state):
+def reboot_state(state: Dict[str, Any]) -> Dict[str, Any]:
     """A simulated host reboot: pending modes applied on Ampere, MIG mode lost on Hopper+, no instances."""
     for gpu in state["gpus"]:
         reboot_gpu_state(gpu, gpu_catalog.find_model(gpu["model"]))

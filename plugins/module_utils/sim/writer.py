@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import uuid as uuidlib
+from typing import Any, Dict
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import (
@@ -84,7 +85,7 @@ class SimBackend(SimReader):
             return
         raise err
 
-    def nvmlDeviceSetMigMode(self, handle, mode):
+    def nvmlDeviceSetMigMode(self, handle: Any, mode: int) -> int:
         call = "nvmlDeviceSetMigMode"
         gpu = self._gpu(call, handle)
         model = self._model(gpu)
@@ -119,7 +120,7 @@ class SimBackend(SimReader):
         self._save()
         return GpuInstanceHandle(gpu["index"], gi_id)
 
-    def nvmlDeviceCreateGpuInstanceWithPlacement(self, handle, profileId, placement):
+    def nvmlDeviceCreateGpuInstanceWithPlacement(self, handle: Any, profileId: int, placement: Dict[str, Any]) -> Any:
         call = "nvmlDeviceCreateGpuInstanceWithPlacement"
         gpu, model = self._mig_gpu(call, handle)
         p = self._profile_by_id(call, model, profileId)
@@ -131,7 +132,7 @@ class SimBackend(SimReader):
             raise NvmlError(INVALID_ARGUMENT, call=call)
         return self._create_gi(call, gpu, model, p, start)
 
-    def nvmlDeviceCreateGpuInstance(self, handle, profileId):
+    def nvmlDeviceCreateGpuInstance(self, handle: Any, profileId: int) -> Any:
         call = "nvmlDeviceCreateGpuInstance"
         gpu, model = self._mig_gpu(call, handle)
         p = self._profile_by_id(call, model, profileId)
@@ -140,7 +141,7 @@ class SimBackend(SimReader):
                 return self._create_gi(call, gpu, model, p, start)
         raise NvmlError(INSUFFICIENT_RESOURCES, call=call)
 
-    def nvmlGpuInstanceDestroy(self, gpuInstance):
+    def nvmlGpuInstanceDestroy(self, gpuInstance: Any) -> int:
         call = "nvmlGpuInstanceDestroy"
         gpu, model, gi = self._gi(call, gpuInstance)
         if gi["compute_instances"] or any(p.get("gpu_instance_id") == gi["id"] for p in gpu.get("processes", [])):
@@ -164,7 +165,7 @@ class SimBackend(SimReader):
         self._save()
         return ComputeInstanceHandle(gpu["index"], gi["id"], ci_id)
 
-    def nvmlGpuInstanceCreateComputeInstance(self, gpuInstance, profileId):
+    def nvmlGpuInstanceCreateComputeInstance(self, gpuInstance: Any, profileId: int) -> Any:
         call = "nvmlGpuInstanceCreateComputeInstance"
         gpu, model, gi = self._gi(call, gpuInstance)
         gp = self._gi_profile(model, gi)
@@ -174,7 +175,8 @@ class SimBackend(SimReader):
                 return self._create_ci(call, gpu, model, gi, slices, profileId, s)
         raise NvmlError(INSUFFICIENT_RESOURCES, call=call)
 
-    def nvmlGpuInstanceCreateComputeInstanceWithPlacement(self, gpuInstance, profileId, placement):
+    def nvmlGpuInstanceCreateComputeInstanceWithPlacement(self, gpuInstance: Any, profileId: int,
+                                                          placement: Any) -> ComputeInstanceHandle:
         call = "nvmlGpuInstanceCreateComputeInstanceWithPlacement"
         gpu, model, gi = self._gi(call, gpuInstance)
         gp = self._gi_profile(model, gi)
@@ -187,7 +189,7 @@ class SimBackend(SimReader):
             raise NvmlError(INVALID_ARGUMENT, call=call)
         return self._create_ci(call, gpu, model, gi, slices, profileId, start)
 
-    def nvmlComputeInstanceDestroy(self, computeInstance):
+    def nvmlComputeInstanceDestroy(self, computeInstance: Any) -> int:
         call = "nvmlComputeInstanceDestroy"
         gpu, model, gi, ci = self._ci(call, computeInstance)
         for p in gpu.get("processes", []):
@@ -197,7 +199,7 @@ class SimBackend(SimReader):
         self._save()
         return 0
 
-    def nvmlDeviceSetPowerManagementLimit(self, handle, limit):
+    def nvmlDeviceSetPowerManagementLimit(self, handle: Any, limit: int) -> None:
         call = "nvmlDeviceSetPowerManagementLimit"
         gpu, s = self._settings(call, handle)
         default, minimum = _POWER.get(gpu["model"], (300, 100))
@@ -217,18 +219,18 @@ class SimBackend(SimReader):
         s[key] = mode
         self._save()
 
-    def nvmlDeviceSetPersistenceMode(self, handle, mode):
+    def nvmlDeviceSetPersistenceMode(self, handle: Any, mode: int) -> None:
         self._set_mode("nvmlDeviceSetPersistenceMode", handle, "persistence_mode", mode, (0, 1))
 
-    def nvmlDeviceSetComputeMode(self, handle, mode):
+    def nvmlDeviceSetComputeMode(self, handle: Any, mode: int) -> None:
         # 1 is the deprecated EXCLUSIVE_THREAD mode, which the driver no longer supports
         self._set_mode("nvmlDeviceSetComputeMode", handle, "compute_mode", mode, (0, 2, 3), lambda gpu: mode == 1)
 
-    def nvmlDeviceSetEccMode(self, handle, mode):
+    def nvmlDeviceSetEccMode(self, handle: Any, mode: int) -> None:
         self._set_mode("nvmlDeviceSetEccMode", handle, "ecc_mode_pending", mode, (0, 1),
                        lambda gpu: gpu["model"] in _NO_ECC)
 
-    def nvmlDeviceSetApplicationsClocks(self, handle, maxMemClockMHz, maxGraphicsClockMHz):
+    def nvmlDeviceSetApplicationsClocks(self, handle: Any, maxMemClockMHz: int, maxGraphicsClockMHz: int) -> None:
         call = "nvmlDeviceSetApplicationsClocks"
         gpu, s, clocks = self._clocks(call, handle)
         if maxMemClockMHz != clocks[0] or maxGraphicsClockMHz not in self._graphics_steps(clocks):
@@ -236,12 +238,12 @@ class SimBackend(SimReader):
         s["applications_clocks"] = {"memory": maxMemClockMHz, "graphics": maxGraphicsClockMHz}
         self._save()
 
-    def nvmlDeviceResetApplicationsClocks(self, handle):
+    def nvmlDeviceResetApplicationsClocks(self, handle: Any) -> None:
         gpu, s, clocks = self._clocks("nvmlDeviceResetApplicationsClocks", handle)
         s["applications_clocks"] = {"memory": clocks[0], "graphics": clocks[2]}
         self._save()
 
-    def reset_gpu(self, index):
+    def reset_gpu(self, index: int) -> None:
         call = "reset_gpu"
         self._enter(call, index)
         if not isinstance(index, int) or index < 0 or index >= len(self.state["gpus"]):

@@ -24,6 +24,7 @@ Pure Python, Python 3.9 compatible. What it makes:
 from __future__ import annotations
 
 import re
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -38,12 +39,12 @@ QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 ALLOCATIONS = ("device-plugin", "dra")
 
 
-def mig_class(profile):
+def mig_class(profile: str) -> str:
     """``1g.10gb`` (or ``1g.10gb+me``) -> ``mig-1g.10gb.nvidia.com``."""
     return "mig-%s.nvidia.com" % gpu_catalog.label_safe(gpu_catalog.canonical_profile_name(profile))
 
 
-def class_for_resource(resource, where="resource"):
+def class_for_resource(resource: str, where: str = "resource") -> str:
     """The DeviceClass a device-plugin resource name corresponds to."""
     res = resources.check_gpu_resource(resource, where)
     if res.endswith(resources.SHARED_SUFFIX):
@@ -54,7 +55,7 @@ def class_for_resource(resource, where="resource"):
     return mig_class(res[len("nvidia.com/mig-"):])
 
 
-def device_classes(profiles=None):
+def device_classes(profiles: Optional[List[str]] = None) -> List[Dict[str, Any]]:
     """DeviceClass manifests: whole GPUs, any MIG device and one class per profile (catalog by default)."""
     if profiles is None:
         profiles = [p for p in resources.mig_profiles()
@@ -93,7 +94,7 @@ def _mib(mib):
     return "%dMi" % int(mib)
 
 
-def node_devices(host):
+def node_devices(host: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The devices the NVIDIA DRA driver would publish for one host's ``gpu_info`` facts."""
     if not isinstance(host, dict) or not isinstance(host.get("gpus"), list):
         raise GpuOpsError("host facts must be the result of gpuops.k8s.gpu_info (a mapping with 'gpus')")
@@ -131,7 +132,7 @@ def node_devices(host):
     return devices
 
 
-def resource_slice(node_name, host, generation=1):
+def resource_slice(node_name: str, host: Dict[str, Any], generation: int = 1) -> Dict[str, Any]:
     """One ResourceSlice (pool = node) for ``node_name`` from its ``gpu_info`` facts."""
     if not validation.DNS1123_SUBDOMAIN_RE.match(str(node_name or "")):
         raise GpuOpsError("node name %r is not a valid Kubernetes node name" % (node_name,))
@@ -145,7 +146,7 @@ def resource_slice(node_name, host, generation=1):
     }
 
 
-def claim_quota(hard):
+def claim_quota(hard: Dict[str, Any]) -> Dict[str, Any]:
     """The DRA quota keys for a normalized ``hard`` (``requests.nvidia.com/...`` keys) -> ``{key: count}``."""
     out = {}
     for key, qty in sorted((hard or {}).items()):
@@ -158,12 +159,12 @@ def claim_quota(hard):
     return out
 
 
-def tenant_claim_quotas(tenants):
+def tenant_claim_quotas(tenants: List[Dict[str, Any]]) -> Dict[str, Any]:
     """``{tenant: {<class>.deviceclass.resource.k8s.io/devices: n}}`` for validated tenants."""
     return dict((t["name"], claim_quota(t["quota"]["hard"])) for t in tenants)
 
 
-def plan(tenants, profiles=None):
+def plan(tenants: List[Dict[str, Any]], profiles: Optional[List[str]] = None) -> Tuple[Dict[str, Any], List[Any]]:
     """DeviceClasses and the tenants' claim quotas; ``(result, warnings)``."""
     classes = device_classes(profiles)
     quotas = tenant_claim_quotas(tenants)

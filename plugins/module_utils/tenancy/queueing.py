@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
@@ -45,18 +46,18 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
-def product_flavor(product):
+def product_flavor(product: str) -> str:
     """``NVIDIA-A100-SXM4-80GB`` -> ``gpu-nvidia-a100-sxm4-80gb`` (a DNS subdomain)."""
     name = re.sub(r"[^a-z0-9.-]+", "-", str(product).lower()).strip("-.")
     return "gpu-" + name
 
 
-def mig_flavor(resource):
+def mig_flavor(resource: str) -> str:
     """``nvidia.com/mig-1g.10gb`` -> ``mig-1g.10gb``."""
     return "mig-" + resource[len(MIG_PREFIX):]
 
 
-def node_flavors(nodes):
+def node_flavors(nodes: List[Dict[str, Any]]) -> Dict[str, Any]:
     """What the nodes offer per flavor: ``{flavor: {"resource", "node_labels", "quantity", "nodes"}}``.
 
     Unschedulable nodes are left out (as the quota capacity check does). ``.shared`` resources
@@ -95,7 +96,8 @@ def node_flavors(nodes):
     return flavors
 
 
-def preemption_from_classes(priority_classes, within=None, reclaim=None):
+def preemption_from_classes(priority_classes: Optional[Dict[str, Any]], within: Any = None,
+                            reclaim: Optional[str] = None) -> Dict[str, Any]:
     """``{withinClusterQueue, reclaimWithinCohort}`` from the PriorityClasses unless given."""
     preempts = any((spec or {}).get("preemption_policy", "PreemptLowerPriority") == "PreemptLowerPriority"
                    for spec in (priority_classes or {}).values())
@@ -120,7 +122,7 @@ def _limits(tenant, key, where):
     return out
 
 
-def tenant_nominal(tenant, flavors):
+def tenant_nominal(tenant: Dict[str, Any], flavors: Dict[str, Any]) -> Dict[str, Any]:
     """``{flavor: quantity}`` for one tenant: MIG quotas go to their profile's flavor, ``nvidia.com/gpu``
     to the only GPU product flavor or as ``queueing.flavors`` splits it."""
     where = "tenant %s" % tenant["name"]
@@ -164,7 +166,7 @@ def tenant_nominal(tenant, flavors):
     return nominal
 
 
-def capacity_check(nominals, flavors, policy="fail"):
+def capacity_check(nominals: Dict[str, Any], flavors: Dict[str, Any], policy: str = "fail") -> Tuple[Any, ...]:
     """Per flavor: the tenants' nominal quotas never exceed what the flavor's nodes offer."""
     validation.choice(policy, quotas.CAPACITY_POLICIES, "capacity policy")
     report = {}
@@ -188,8 +190,10 @@ def capacity_check(nominals, flavors, policy="fail"):
     return {"flavors": report, "overcommitted": over}, warnings
 
 
-def plan(tenants, nodes, priority_classes=None, cohort="gpu-tenants", within=None, reclaim=None,
-         tolerations=None, capacity_policy="fail", queue_name="gpu"):
+def plan(tenants: List[Dict[str, Any]], nodes: List[Dict[str, Any]], priority_classes: Optional[Dict[str, Any]] = None,
+         cohort: str = "gpu-tenants", within: Any = None, reclaim: Any = None,
+         tolerations: Optional[List[Dict[str, Any]]] = None, capacity_policy: str = "fail",
+         queue_name: str = "gpu") -> Tuple[Any, ...]:
     """Every Kueue object for ``tenants`` (already validated) on ``nodes``.
 
     Returns ``(result, warnings)``; ``result``: ``flavors``, ``cluster_queues``, ``local_queues``,
@@ -214,7 +218,7 @@ def plan(tenants, nodes, priority_classes=None, cohort="gpu-tenants", within=Non
 
     flavor_objs = []
     for name, entry in sorted(flavors.items()):
-        spec = {"nodeLabels": dict(entry["node_labels"])}
+        spec: Dict[str, Any] = {"nodeLabels": dict(entry["node_labels"])}
         if tolerations:
             spec["tolerations"] = copy.deepcopy(tolerations)
         flavor_objs.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name},

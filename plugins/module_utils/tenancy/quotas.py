@@ -13,6 +13,7 @@ shared/reference/k8s-gpu-stack.md.
 from __future__ import annotations
 
 import copy
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog.resources import check_gpu_resource, is_gpu_resource_key
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -27,7 +28,7 @@ CAPACITY_POLICIES = ("fail", "warn", "ignore")
 PRIORITY_CHANGE_POLICIES = ("fail", "replace")
 
 
-def normalize_quota_hard(hard, where="quota"):
+def normalize_quota_hard(hard: Optional[Dict[str, Any]], where: str = "quota") -> Tuple[Any, ...]:
     """Normalize ``spec.hard`` of a ResourceQuota.
 
     GPU keys (anything with ``nvidia.com/``) must be ``requests.<resource>``: Kubernetes only
@@ -70,7 +71,7 @@ def normalize_quota_hard(hard, where="quota"):
     return out, warnings
 
 
-def gpu_quota_totals(hard):
+def gpu_quota_totals(hard: Dict[str, Any]) -> Dict[str, Any]:
     """``{resource: int}`` for the GPU keys of a normalized ``hard``."""
     totals = {}
     for key, value in (hard or {}).items():
@@ -113,7 +114,7 @@ def _validate_limit_range(tenant, limits, gpu_only):
     return limits
 
 
-def validate_priority_classes(classes):
+def validate_priority_classes(classes: Dict[str, Any]) -> Dict[str, Any]:
     """Validate the PriorityClass definitions (name -> {value, preemption_policy, description, global_default})."""
     if not isinstance(classes, dict):
         raise GpuOpsError("priority classes must be a mapping of name -> {value, preemption_policy, description}")
@@ -141,7 +142,8 @@ def validate_priority_classes(classes):
     return out
 
 
-def plan_priority_classes(desired, existing, policy="fail"):
+def plan_priority_classes(desired: Dict[str, Any], existing: List[Dict[str, Any]],
+                          policy: str = "fail") -> Dict[str, Any]:
     """Compare desired classes with the existing objects (PriorityClass dicts from the API).
 
     ``value`` and ``preemptionPolicy`` are immutable. ``policy`` ``fail`` raises naming each
@@ -151,10 +153,11 @@ def plan_priority_classes(desired, existing, policy="fail"):
     """
     choice(policy, PRIORITY_CHANGE_POLICIES, "priority class change policy")
     current = {}
+    obj: Optional[Dict[str, Any]]
     for obj in existing or []:
         meta = obj.get("metadata") or {}
         current[meta.get("name")] = obj
-    plan = {"replace": [], "create": [], "update": [], "changes": {}}
+    plan: Dict[str, Any] = {"replace": [], "create": [], "update": [], "changes": {}}
     for name, spec in sorted(desired.items()):
         obj = current.get(name)
         if obj is None:
@@ -185,7 +188,8 @@ def plan_priority_classes(desired, existing, policy="fail"):
     return plan
 
 
-def validate_tenants(tenants, priority_classes=None):
+def validate_tenants(tenants: List[Dict[str, Any]],
+                     priority_classes: Optional[Dict[str, Any]] = None) -> Tuple[Any, ...]:
     """Validate tenants and return their normalized quota objects.
 
     A tenant: ``{name, labels, annotations, pod_security, quota: {hard}, priority_quotas:
@@ -245,7 +249,7 @@ def validate_tenants(tenants, priority_classes=None):
     return out, warnings
 
 
-def tenant_gpu_caps(tenant):
+def tenant_gpu_caps(tenant: Dict[str, Any]) -> Tuple[Any, ...]:
     """The most of each GPU resource a tenant can hold, from its quotas.
 
     The unscoped quota caps every pod of the namespace. Without it, the tenant can hold the sum of
@@ -264,7 +268,7 @@ def tenant_gpu_caps(tenant):
     return caps, sorted(uncapped)
 
 
-def cluster_gpu_allocatable(nodes):
+def cluster_gpu_allocatable(nodes: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Sum the GPU extended resources of Node objects' ``status.allocatable`` (unschedulable nodes excluded)."""
     totals = {}
     per_node = {}
@@ -285,7 +289,7 @@ def cluster_gpu_allocatable(nodes):
     return totals, per_node
 
 
-def capacity_check(tenants, nodes, policy="fail"):
+def capacity_check(tenants: List[Dict[str, Any]], nodes: List[Dict[str, Any]], policy: str = "fail") -> Dict[str, Any]:
     """Sum of tenant GPU quotas per resource vs the cluster's allocatable GPUs and MIG slices.
 
     ``policy``: ``fail`` raises on overcommit, ``warn`` returns warnings, ``ignore`` only reports.

@@ -52,8 +52,8 @@ def _graph():
 
 # module_utils folders, bottom to top (docs/architecture.md, "Layers"): a file may import its own folder and the
 # folders of the layers below it only.
-LAYERS = [("common",), ("catalog",), ("report",), ("nvml", "sim"), ("mig", "host", "health"), ("metrics", "tenancy"),
-          ("k8s",), ("plan",), ("whatif",)]
+LAYERS = [("common",), ("catalog",), ("metrics", "report", "tenancy"), ("k8s", "nvml", "sim"), ("health", "host", "mig"),
+          ("plan",), ("whatif",)]
 # The one documented seam: the factory (reads) and writable (changes) open the simulator, which builds on the
 # NVML layer's errors and backend interface below both backends.
 SEAM = {("nvml", "sim"): {"nvml/factory.py", "nvml/writable.py"},
@@ -124,6 +124,24 @@ def test_folders_import_only_the_layers_below():
             if rank[dst] >= rank[src]:
                 upward.append("%s -> %s" % (rel_in, dep_in))
     assert upward == []
+
+
+def test_each_folder_sits_right_above_what_it_imports():
+    """The layers are drawn from the imports (python3 hack/import_layers.py --table prints them): a folder is one
+    layer above the highest folder it imports (folders that import nothing of module_utils: layer 1), so no layer is
+    drawn that the imports do not need. The seam's two folders share their layer."""
+    rank = dict((folder, i + 1) for i, layer in enumerate(LAYERS) for folder in layer)
+    group = {"sim": "nvml"}
+    needs = {}
+    for (src, dst), _pairs in _folder_arrows().items():
+        if group.get(src, src) != group.get(dst, dst):
+            needs.setdefault(group.get(src, src), set()).add(rank[dst])
+    misplaced = []
+    for folder in rank:
+        want = 1 + max(needs.get(group.get(folder, folder), {0}))
+        if rank[folder] != want:
+            misplaced.append("%s: layer %d, its imports put it at %d" % (folder, rank[folder], want))
+    assert misplaced == []
 
 
 def test_no_two_way_folder_arrow_but_the_seam():

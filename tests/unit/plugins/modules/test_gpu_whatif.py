@@ -74,3 +74,11 @@ def test_bad_replan_budget_fails_naming_the_valid_forms():
     assert "replan_budget must be a number of GPUs >= 0 (e.g. 300) or a percentage" in res["msg"]
     res = call(gpu_whatif, dict(ARGS, sharing="replanned"), expect=Fail)
     assert res["msg"].startswith("sharing replanned needs departures: true")
+
+
+def test_without_numpy_it_fails_naming_the_package_before_reading_anything(monkeypatch, tmp_path):
+    from ansible_collections.gpuops.k8s.plugins.module_utils.common import deps
+    monkeypatch.setitem(deps._IMPORT_ERRORS, "numpy", "ImportError: No module named 'numpy'")
+    res = call(gpu_whatif, dict(ARGS, nodes_csv=str(tmp_path / "absent.csv"), report=str(tmp_path / "out")), expect=Fail)
+    assert "Failed to import the required Python library (numpy)" in res["msg"]
+    assert res["exception"] == "ImportError: No module named 'numpy'" and not (tmp_path / "out").exists()
