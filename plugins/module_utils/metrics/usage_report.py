@@ -204,7 +204,7 @@ def render(result: Mapping[str, Any], title: Optional[str] = None) -> Dict[str, 
             [{"name": "allocated", "values": [r["allocated_gpu_hours"] for r in tenants]},
              {"name": "active", "values": [r["active_gpu_hours"] for r in tenants]}],
             "GPU-hours per tenant: allocated vs active", "GPU-hours", value_format="%.2f")
-        md += ["", "![GPU-hours per tenant](usage-tenants.svg)", ""]
+        md += ["![GPU-hours per tenant](usage-tenants.svg)", ""]
     md += ["## Idle holders", "", "Pods whose activity stayed under the idle threshold for at least the minimum "
            "duration, largest first.", ""]
     idle = result["idle_holders"]
@@ -220,7 +220,7 @@ def render(result: Mapping[str, Any], title: Optional[str] = None) -> Dict[str, 
             ["%s/%s" % (r["namespace"], r["pod"])[:22] for r in shown],
             [{"name": "idle GPU-h", "values": [r["idle_gpu_hours"] for r in shown]}],
             "Idle holders: GPU-hours held idle", "GPU-hours", value_format="%.2f")
-        md += ["", "![Idle holders](usage-idle.svg)", ""]
+        md += ["![Idle holders](usage-idle.svg)", ""]
     else:
         md += ["None.", ""]
     md += ["## Waste by category", "", "Each pod counts in one of the first three categories at most.", ""]
@@ -230,7 +230,7 @@ def render(result: Mapping[str, Any], title: Optional[str] = None) -> Dict[str, 
     pictures["usage-waste.svg"] = svg.bar_chart(
         [r["text"][:26] for r in waste], [{"name": "GPU-hours", "values": [r["gpu_hours"] for r in waste]}],
         "Waste by category", "GPU-hours", value_format="%.2f")
-    md += ["", "![Waste by category](usage-waste.svg)", ""]
+    md += ["![Waste by category](usage-waste.svg)", ""]
     for name, heading in (("workloads", "Per workload"), ("nodes", "Per node"), ("models", "Per GPU model"),
                           ("profiles", "Per GPU resource (MIG profile)")):
         md += ["## %s" % heading, ""]
