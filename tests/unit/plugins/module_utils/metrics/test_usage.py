@@ -208,3 +208,32 @@ def test_report_check_mode_diff_and_second_run(fake, tmp_path):
         text = f.read()
     assert "| team-b | 1 | 1.29 | 0.00 |" in text and "team-b/b-serve-5d8f7c9b4-x2x9z" in text
     assert usage_report.run(params, client=client)["changed"] is False
+
+
+def test_tenant_label_from_namespace_labels(fake):
+    data = two_tenants()
+    data["kube_namespace_labels"] = [({"namespace": "team-a", "label_cost_center": "ml"}, _at(range(12), 1)),
+                                     ({"namespace": "team-b", "label_cost_center": "ml"}, _at(range(12), 1))]
+    fake.matrices = matrices(data)
+    res = usage_report.usage_report(Prometheus(fake.url), dict(PARAMS, tenant_label="cost-center"))
+    assert 'label_cost_center' in res["queries"]["namespaces"]
+    # both namespaces carry cost-center=ml: one tenant with both teams' 2 + 9/7 GPU-h
+    assert [(r["name"], r["allocated_gpu_hours"]) for r in res["tenants"]] == [("ml", pytest.approx(2 + 9 / 7.0,
+                                                                                                    abs=1e-4))]
+    del data["kube_namespace_labels"]
+    with pytest.raises(GpuOpsError, match="no series of kube_namespace_labels .*allowlist=namespaces=\\[cost-center\\]"):
+        usage_report.usage_report(Prometheus(fake.url), dict(PARAMS, tenant_label="cost-center"))
+
+
+def test_gpu_util_leaves_mig_time_unmeasured(fake):
+    data = two_tenants()
+    # DCGM_FI_DEV_GPU_UTIL in percent; dcgm-exporter reports 0 on MIG devices
+    data["DCGM_FI_DEV_GPU_UTIL"] = [(labels, [(t, v * 100) for t, v in values])
+                                    for labels, values in data.pop("DCGM_FI_PROF_GR_ENGINE_ACTIVE")]
+    fake.matrices = matrices(data)
+    res = usage_report.usage_report(Prometheus(fake.url), dict(PARAMS, compute_metric="DCGM_FI_DEV_GPU_UTIL"))
+    a, b = _row(res["tenants"], "team-a"), _row(res["tenants"], "team-b")
+    assert a["active_gpu_hours"] == pytest.approx(1.0)  # 50 % of 2 GPU-h, as with the engine-active ratio
+    # team-b's 9/7 GPU-h on a MIG slice: unmeasured, not 0 % active, and so not an idle holder
+    assert b["unmeasured_gpu_hours"] == pytest.approx(9 / 7.0, abs=1e-4) and b["active_pct"] is None
+    assert res["idle_holders"] == []
