@@ -186,15 +186,15 @@ def compute_usage(series: Mapping[str, List[Dict[str, Any]]], grid: Grid, option
         for lab, i, v in _samples(grid, series.get(name) or []):
             key = pod_key(lab)
             dev = (lab.get("Hostname", ""), lab.get("UUID") or lab.get("gpu", ""), lab.get("GPU_I_ID", ""))
-            if not key[1]:
+            if not key[1] or key not in pods:
+                # no pod on the device - or, through a ServiceMonitor that renames the exporter's labels, the
+                # exporter's own pod (it holds no GPU request): a free device
                 if name == "compute":
                     res = mig_resource(lab["GPU_I_PROFILE"]) if lab.get("GPU_I_PROFILE") else WHOLE
                     free.setdefault(i, {})
                     free[i][res] = free[i].get(res, 0) + 1
                     free_model.setdefault(res, model_of(lab.get("modelName")))
                 continue
-            if key not in pods:
-                continue  # a device of a pod that requested no GPU resource kube-state-metrics saw
             d = pods[key]["devices"].setdefault(dev, {"profile": lab.get("GPU_I_PROFILE"), "model": lab.get("modelName"),
                                                       "node": lab.get("Hostname"), "compute": {}, "memory": {}})
             if name == "compute":

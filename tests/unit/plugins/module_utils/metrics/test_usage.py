@@ -237,3 +237,24 @@ def test_gpu_util_leaves_mig_time_unmeasured(fake):
     # team-b's 9/7 GPU-h on a MIG slice: unmeasured, not 0 % active, and so not an idle holder
     assert b["unmeasured_gpu_hours"] == pytest.approx(9 / 7.0, abs=1e-4) and b["active_pct"] is None
     assert res["idle_holders"] == []
+
+
+def test_exported_labels_through_a_service_monitor(fake):
+    """honorLabels false: the pod's labels arrive as exported_namespace/exported_pod and every series carries the
+    exporter's own namespace/pod; a device with only the exporter's pod is free. Same figures as by hand above."""
+    exporter = {"namespace": "gpu-monitoring", "pod": "dcgm-exporter-7xk2p"}
+    data = two_tenants()
+    for metric in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED"):
+        rows = []
+        for labels, values in data[metric]:
+            labels = dict(labels)
+            if "pod" in labels:
+                labels["exported_namespace"], labels["exported_pod"] = labels.pop("namespace"), labels.pop("pod")
+            rows.append((dict(labels, **exporter), values))
+        data[metric] = rows
+    fake.matrices = matrices(data)
+    res = usage_report.usage_report(Prometheus(fake.url), PARAMS)
+    assert [r["name"] for r in res["tenants"]] == ["team-a", "team-b"]
+    a = _row(res["tenants"], "team-a")
+    assert a["active_gpu_hours"] == pytest.approx(1.0) and a["pending_while_free_gpu_hours"] == pytest.approx(1.0)
+    assert [r["pod"] for r in res["idle_holders"]] == ["b-serve-5d8f7c9b4-x2x9z"]
