@@ -109,3 +109,24 @@ def test_replan_rulebook_runs_the_replan_playbook_with_its_own_variables():
         options = yaml.safe_load(f)["argument_specs"]["main"]["options"]
     assert sorted(set(action["extra_vars"]) - set(options)) == []
     assert action["extra_vars"]["replan_trigger"] == "{{ event.pending_gpu_pods }}"
+
+
+def test_schedules_are_valid_rrules_with_their_own_name_and_variables():
+    """Every scheduled template's rrule is what AWX parses (DTSTART plus one RRULE); the usage report runs daily and
+    the health check every minute, armed; configure.yml takes the name and the variables from the template."""
+    from dateutil import rrule
+    scheduled = dict((s, t) for s, t in TEMPLATES.items() if t.get("schedule_rrule"))
+    assert sorted(scheduled) == ["health", "usage_report"]
+    for name, t in scheduled.items():
+        dtstart, rule = t["schedule_rrule"].split(" ", 1)
+        assert dtstart.startswith("DTSTART:") and rule.startswith("RRULE:"), name
+        assert next(iter(rrule.rrulestr(t["schedule_rrule"].replace(" ", "\n")))) and t["schedule_name"], name
+    rule = rrule.rrulestr(scheduled["usage_report"]["schedule_rrule"].replace(" ", "\n"))
+    days = list(rule[:2])
+    assert (days[1] - days[0]).total_seconds() == 86400 and days[0].hour == 6
+    assert scheduled["health"]["schedule_extra_data"] == {"gpu_health_dry_run": False}
+    assert "schedule_extra_data" not in scheduled["usage_report"]
+    with open(os.path.join(TOP, "awx", "configure.yml")) as f:
+        configure = f.read()
+    assert 'name: "{{ item.schedule_name }}"' in configure
+    assert 'extra_data: "{{ item.schedule_extra_data | default({}) }}"' in configure

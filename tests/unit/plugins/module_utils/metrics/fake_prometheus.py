@@ -9,10 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class FakePrometheus(object):
     """``answer(path, params) -> (status, body)``; by default: buildinfo, and instant queries looked up in
-    ``self.vectors`` by the query's first word pattern (``fn(query) -> [(labels, value)]``)."""
+    ``self.vectors`` by the query's first word pattern (``fn(query) -> [(labels, value)]``), and range queries in
+    ``self.matrices`` (``fn(query, start, end, step) -> [(labels, [(t, value)])]``)."""
 
-    def __init__(self, vectors=None, token=None):
+    def __init__(self, vectors=None, token=None, matrices=None):
         self.vectors = vectors or (lambda q: [])
+        self.matrices = matrices or (lambda q, start, end, step: [])
         self.token = token
         self.requests = []
         owner = self
@@ -50,6 +52,11 @@ class FakePrometheus(object):
                 return 400, {"status": "error", "errorType": "bad_data", "error": "parse error: unexpected"}, js
             result = [{"metric": dict(labels), "value": [1.0, str(v)]} for labels, v in self.vectors(q)]
             return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}, js
+        if path == "/api/v1/query_range":
+            q = params.get("query", "")
+            rows = self.matrices(q, float(params["start"]), float(params["end"]), params["step"])
+            result = [{"metric": dict(labels), "values": [[t, str(v)] for t, v in values]} for labels, values in rows]
+            return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}, js
         return 404, "404 page not found\n", "text/plain"
 
     def stop(self):
