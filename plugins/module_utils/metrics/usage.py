@@ -238,7 +238,8 @@ def compute_usage(series: Mapping[str, List[Dict[str, Any]]], grid: Grid, option
                     idle_runs.append(run)
                     run = []
                 continue
-            alloc, mem_alloc = 0.0, 0.0
+            alloc = 0.0
+            mem_alloc: Optional[float] = 0.0
             for res, count in sorted(req.items()):
                 frac, mib = _share(res, model, node, shared_replicas, free_model)
                 if res not in entry["resources"]:

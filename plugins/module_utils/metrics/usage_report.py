@@ -139,7 +139,7 @@ def usage_report(client: Any, params: Mapping[str, Any], now: Optional[float] = 
     series = dict((name, [r for r in client.query_range(q, first, last, prom_duration(w["step"])) if r["values"]])
                   for name, q in qs.items())
     metric_of = dict(METRIC_OF, compute=o["compute_metric"])
-    out = {"window": {"start": _iso(w["start"]), "end": _iso(w["end"]), "step": prom_duration(w["step"]),
+    out: Dict[str, Any] = {"window": {"start": _iso(w["start"]), "end": _iso(w["end"]), "step": prom_duration(w["step"]),
                       "hours": round((grid.n * w["step"]) / 3600.0, 4)}, "queries": qs, "no_data": False}
     if not any(series[n] for n in _ALWAYS + ("requests",)):
         out.update(_empty(), no_data=True,

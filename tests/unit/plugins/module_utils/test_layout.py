@@ -52,7 +52,7 @@ def _graph():
 
 # module_utils folders, bottom to top (docs/architecture.md, "Layers"): a file may import its own folder and the
 # folders of the layers below it only.
-LAYERS = [("common",), ("catalog",), ("metrics", "report", "tenancy"), ("k8s", "nvml", "sim"), ("health", "host", "mig"),
+LAYERS = [("common",), ("catalog",), ("report", "tenancy"), ("metrics", "nvml", "sim"), ("health", "host", "k8s", "mig"),
           ("plan",), ("whatif",)]
 # The one documented seam: the factory (reads) and writable (changes) open the simulator, which builds on the
 # NVML layer's errors and backend interface below both backends.
