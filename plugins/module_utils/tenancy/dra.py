@@ -35,7 +35,7 @@ DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-ALLOCATIONS = ("device-plugin", "dra")
+ALLOCATIONS = ("device-plugin", "dra", "dra-dynamic")
 
 
 def mig_class(profile):
@@ -54,8 +54,12 @@ def class_for_resource(resource, where="resource"):
     return mig_class(res[len("nvidia.com/mig-"):])
 
 
-def device_classes(profiles=None):
-    """DeviceClass manifests: whole GPUs, any MIG device and one class per profile (catalog by default)."""
+def device_classes(profiles=None, extended_resources=False):
+    """DeviceClass manifests: whole GPUs, any MIG device and one class per profile (catalog by default).
+
+    ``extended_resources``: the per-profile classes carry ``spec.extendedResourceName: nvidia.com/mig-<profile>``
+    (DRAExtendedResource, GA in Kubernetes 1.37), so pods asking for that extended resource get a device of the
+    class through DRA - what the device plugin advertised under the same name."""
     if profiles is None:
         profiles = [p for p in resources.mig_profiles()
                     if gpu_catalog.is_advertised_mig_device(gpu_catalog.canonical_profile_name(p))]
@@ -75,9 +79,11 @@ def device_classes(profiles=None):
         if name in seen:
             continue
         seen.add(name)
-        out.append({"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name},
-                    "spec": {"selectors": [{"cel": {"expression": "%s && %s.type == 'mig' && %s.profile == '%s'"
-                                                                  % (base, attr, attr, canon)}}]}})
+        spec = {"selectors": [{"cel": {"expression": "%s && %s.type == 'mig' && %s.profile == '%s'"
+                                                     % (base, attr, attr, canon)}}]}
+        if extended_resources:
+            spec["extendedResourceName"] = gpu_catalog.resource_name(canon)
+        out.append({"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec})
     return out
 
 
@@ -163,9 +169,9 @@ def tenant_claim_quotas(tenants):
     return dict((t["name"], claim_quota(t["quota"]["hard"])) for t in tenants)
 
 
-def plan(tenants, profiles=None):
+def plan(tenants, profiles=None, extended_resources=False):
     """DeviceClasses and the tenants' claim quotas; ``(result, warnings)``."""
-    classes = device_classes(profiles)
+    classes = device_classes(profiles, extended_resources)
     quotas = tenant_claim_quotas(tenants)
     names = set(c["metadata"]["name"] for c in classes)
     warnings = []
