@@ -30,7 +30,9 @@ options:
     elements: dict
     required: true
   open:
-    description: C({"<gpu index>": [{profile: <MIG profile>, start: <memory slice>}]}), the placements to keep open.
+    description:
+      - "Per GPU index (a string or a number), the list of placements to keep open, each C({profile, start}): a MIG
+        profile and the memory slice it starts at, for example C({'0': [{'profile': '4g.40gb', 'start': 0}]})."
     type: dict
     required: true
   effect:
