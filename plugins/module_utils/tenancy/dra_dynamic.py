@@ -9,7 +9,8 @@ Pure Python, Python 3.9 compatible. What NVIDIA's DRA driver (kubernetes-sigs/dr
 * one pool per node (pool name = node name, driver ``gpu.nvidia.com``); the first slice holds only
   ``spec.sharedCounters`` (one counter set per MIG-capable GPU), then one device slice per GPU (a slice holds
   either counters or devices, never both, since Kubernetes 1.35), devices sorted by name (the scheduler takes the
-  first device that fits, in slice order);
+  first device that fits, walking the pool's slices sorted by name - k8s.io/dynamic-resource-allocation
+  ``GatherPools`` - and each slice's devices in order);
 * counter set ``gpu-<minor>-counter-set``: ``multiprocessors``, ``copy-engines``, ``decoders``, ``encoders``,
   ``jpeg-engines``, ``ofa-engines``, ``memory`` (bytes) - each the largest value any profile has, as the driver
   does - and ``memory-slice-<i>`` = 1 for every memory slice;
@@ -188,10 +189,11 @@ def resource_slices(node, host, generation=1):
                                  "labels": {"app.kubernetes.io/managed-by": "gpuops.k8s"}},
                     "spec": spec})
 
+    # the scheduler walks a pool's slices sorted by name: zero-padded numbers keep the publishing order
     for i, sets in enumerate(counter_groups):
-        make("counters-%d" % i, {"sharedCounters": sets})
+        make("counters-%03d" % i, {"sharedCounters": sets})
     for i, devices in enumerate(device_groups):
-        make("devices-%d" % i, {"devices": devices})
+        make("devices-%03d" % i, {"devices": devices})
     return out
 
 

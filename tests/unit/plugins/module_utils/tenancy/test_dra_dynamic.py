@@ -195,14 +195,17 @@ def test_non_mig_gpu_gets_a_whole_gpu_device_and_no_counter_set():
 
 
 def test_slice_limits_and_order():
-    nine = host(*[gpu(i, "h100_80gb") for i in range(9)])
-    slices = dyn.resource_slices("n1", nine, generation=3)
-    # 9 counter sets: 8 per slice at most -> two counter slices first, then one device slice per GPU (26 devices)
-    assert [bool(s["spec"].get("sharedCounters")) for s in slices] == [True, True] + [False] * 9
-    assert [len(s["spec"]["sharedCounters"]) for s in slices[:2]] == [8, 1]
-    assert all(s["spec"]["pool"] == {"name": "n1", "generation": 3, "resourceSliceCount": 11} for s in slices)
-    assert [len(s["spec"]["devices"]) for s in slices[2:]] == [26] * 9
-    assert len(set(s["metadata"]["name"] for s in slices)) == 11
+    eleven = host(*[gpu(i, "h100_80gb") for i in range(11)])
+    slices = dyn.resource_slices("n1", eleven, generation=3)
+    # 11 counter sets: 8 per slice at most -> two counter slices first, then one device slice per GPU (26 devices)
+    assert [bool(s["spec"].get("sharedCounters")) for s in slices] == [True, True] + [False] * 11
+    assert [len(s["spec"]["sharedCounters"]) for s in slices[:2]] == [8, 3]
+    assert all(s["spec"]["pool"] == {"name": "n1", "generation": 3, "resourceSliceCount": 13} for s in slices)
+    assert [len(s["spec"]["devices"]) for s in slices[2:]] == [26] * 11
+    # the scheduler walks the slices sorted by name: that order is the publishing order (GPU 10 after GPU 9)
+    names = [s["metadata"]["name"] for s in slices]
+    assert sorted(names) == names and len(set(names)) == 13
+    assert [s["spec"]["devices"][0]["name"] for s in slices[2:]] == ["gpu-%d" % i for i in range(11)]
     # lost GPUs publish nothing
     lost = host(gpu(0, "h100_80gb"), {"index": 1, "lost": True})
     assert len(dyn.resource_slices("n1", lost)) == 2
