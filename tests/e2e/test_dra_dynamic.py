@@ -20,6 +20,7 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
+from lib import playbook
 from lib.wait import wait_for
 
 API = "resource.k8s.io/v1"
@@ -150,3 +151,46 @@ def test_pod_asking_for_the_mig_extended_resource_gets_a_dynamic_device(dyn_node
     # first fit in slice order: GPU 0's first 3g.40gb placement
     assert devices == ["gpu-0-mig-3g40gb-9-0"]
     core.delete_namespaced_pod("ext-3g", ns, grace_period_seconds=0)
+
+
+ROLE_PLAY = playbook.localhost_yaml("dra-dynamic through the device_plugin role", """\
+  tasks:
+    - name: DeviceClasses and the simulated node's dynamic slices
+      ansible.builtin.include_role: {name: gpuops.k8s.device_plugin}
+      vars:
+        device_plugin_gpu_allocation: dra-dynamic
+        device_plugin_dra_profiles: [1g.10gb]
+        device_plugin_dra_resource_slices: [{node: "{{ node }}", gpu_info: "{{ facts }}"}]
+""")
+
+
+def test_device_plugin_role_in_dra_dynamic_mode(k8s_cluster, kwok_nodes, tmp_path, unique):
+    """The role asks the API server (server-side dry run) whether it keeps the counters, then applies the classes
+    (extendedResourceName on the profile class) and the node's counter and device slices."""
+    from kubernetes import dynamic
+    dyn = dynamic.DynamicClient(k8s_cluster.api_client())
+    node = kwok_nodes("e2e-dyn-role-" + unique)
+    variables = {"node": node, "facts": _facts()}
+    try:
+        run = playbook.run(playbook.write(tmp_path, ROLE_PLAY), kubeconfig=k8s_cluster.kubeconfig, cwd=tmp_path,
+                           extra_vars=variables, timeout=300, expect_rc=None)
+        assert run.ok, run.explain()
+        slices = [s for s in _res(dyn, "ResourceSlice").get().to_dict()["items"] if s["spec"].get("nodeName") == node]
+        assert sorted(s["metadata"]["name"] for s in slices) == [
+            "%s-gpu-nvidia-com-%s" % (node, x) for x in ("counters-000", "devices-000", "devices-001")]
+        assert [d["name"] for s in slices for d in s["spec"].get("devices") or []][:2] == [
+            "gpu-0", "gpu-0-mig-1g10gb-19-0"]
+        # the probe was a dry run: nothing of it stored
+        assert not [s for s in _res(dyn, "ResourceSlice").get().to_dict()["items"]
+                    if s["spec"].get("nodeName") == "gpuops-dra-gate-probe"]
+        cls = _res(dyn, "DeviceClass").get(name="mig-1g.10gb.nvidia.com").to_dict()
+        assert cls["spec"]["extendedResourceName"] == "nvidia.com/mig-1g.10gb"
+    finally:  # the session cluster is shared: remove what the role made (a second role run would cost a minute)
+        for s in _res(dyn, "ResourceSlice").get().to_dict()["items"]:
+            if s["spec"].get("nodeName") == node:
+                _res(dyn, "ResourceSlice").delete(name=s["metadata"]["name"])
+        for name in ("gpu.nvidia.com", "mig.nvidia.com", "mig-1g.10gb.nvidia.com"):
+            try:
+                _res(dyn, "DeviceClass").delete(name=name)
+            except ApiException:
+                pass
