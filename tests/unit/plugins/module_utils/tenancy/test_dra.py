@@ -106,8 +106,8 @@ def test_tenancy_component_adds_claim_quotas_or_drops_gpu_keys():
 
 
 def test_extended_resource_names_on_the_per_profile_classes():
-    classes = dict((c["metadata"]["name"], c) for c in gpu_dra.device_classes(["1g.10gb", "1g.10gb+me"],
-                                                                           extended_resources=True))
+    made = gpu_dra.device_classes(["1g.10gb", "1g.10gb+me"], extended_resources=True)
+    classes = dict((c["metadata"]["name"], c) for c in made)
     # what the device plugin advertised, so pod specs asking for it keep working (DRAExtendedResource)
     assert classes["mig-1g.10gb.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/mig-1g.10gb"
     assert classes["mig-1g.10gb.me.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/mig-1g.10gb.me"
