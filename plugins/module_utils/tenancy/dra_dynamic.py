@@ -296,7 +296,7 @@ def steering_rules(slices, open_map, effect="NoSchedule"):
         gpu = d.get("attributes", {}).get("parentIndex", d.get("attributes", {}).get("index", {})).get("int")
         by_gpu.setdefault(gpu if gpu is not None else _gpu_of(d), []).append(d)
     rules = []
-    for key in sorted(open_map, key=lambda k: str(k)):
+    for key in sorted(open_map, key=str):
         try:
             gpu = int(key)
         except (TypeError, ValueError):
