@@ -121,7 +121,9 @@ options:
     type: dict
   dra:
     description: Options for O(component=dra); C(profiles) limits the per-profile DeviceClasses (default every MIG
-      profile of the GPU catalog).
+      profile of the GPU catalog); C(extended_resources=true) gives each per-profile class
+      an C(extendedResourceName) of C(nvidia.com/mig-<profile>) (DRAExtendedResource, Kubernetes 1.37), so pod specs asking for
+      that extended resource are served through DRA (the C(dra-dynamic) allocation of P(gpuops.k8s.device_plugin#role)).
     type: dict
 attributes:
   check_mode:

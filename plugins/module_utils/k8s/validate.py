@@ -82,7 +82,9 @@ def run_validate(params: Dict[str, Any]) -> Tuple[Any, ...]:
     if component == "dra":
         classes = validate_priority_classes(params.get("priority_classes") or {})
         tenants, warnings = validate_tenants(params.get("tenants") or [], classes)
-        result, more = gpu_dra.plan(tenants, (params.get("dra") or {}).get("profiles"))
+        opts = params.get("dra") or {}
+        check_keys(opts, ("profiles", "extended_resources"), "dra")
+        result, more = gpu_dra.plan(tenants, opts.get("profiles"), bool(opts.get("extended_resources")))
         return {"dra": result}, warnings + more
     raise GpuOpsError("unknown component %r; valid: device_plugin, dcgm_exporter, tenancy, autoscaling, queueing, dra"
                       % (component,))

@@ -36,7 +36,7 @@ DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-ALLOCATIONS = ("device-plugin", "dra")
+ALLOCATIONS = ("device-plugin", "dra", "dra-dynamic")
 
 
 def mig_class(profile: str) -> str:
@@ -55,8 +55,12 @@ def class_for_resource(resource: str, where: str = "resource") -> str:
     return mig_class(res[len("nvidia.com/mig-"):])
 
 
-def device_classes(profiles: Optional[List[str]] = None) -> List[Dict[str, Any]]:
-    """DeviceClass manifests: whole GPUs, any MIG device and one class per profile (catalog by default)."""
+def device_classes(profiles: Optional[List[str]] = None, extended_resources: bool = False) -> List[Dict[str, Any]]:
+    """DeviceClass manifests: whole GPUs, any MIG device and one class per profile (catalog by default).
+
+    ``extended_resources``: the per-profile classes carry ``spec.extendedResourceName: nvidia.com/mig-<profile>``
+    (DRAExtendedResource, GA in Kubernetes 1.37), so pods asking for that extended resource get a device of the
+    class through DRA - what the device plugin advertised under the same name."""
     if profiles is None:
         profiles = [p for p in resources.mig_profiles()
                     if gpu_catalog.is_advertised_mig_device(gpu_catalog.canonical_profile_name(p))]
@@ -76,9 +80,11 @@ def device_classes(profiles: Optional[List[str]] = None) -> List[Dict[str, Any]]
         if name in seen:
             continue
         seen.add(name)
-        out.append({"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name},
-                    "spec": {"selectors": [{"cel": {"expression": "%s && %s.type == 'mig' && %s.profile == '%s'"
-                                                                  % (base, attr, attr, canon)}}]}})
+        spec: Dict[str, Any] = {"selectors": [{"cel": {"expression": "%s && %s.type == 'mig' && %s.profile == '%s'"
+                                                     % (base, attr, attr, canon)}}]}
+        if extended_resources:
+            spec["extendedResourceName"] = gpu_catalog.resource_name(canon)
+        out.append({"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec})
     return out
 
 
@@ -164,9 +170,10 @@ def tenant_claim_quotas(tenants: List[Dict[str, Any]]) -> Dict[str, Any]:
     return dict((t["name"], claim_quota(t["quota"]["hard"])) for t in tenants)
 
 
-def plan(tenants: List[Dict[str, Any]], profiles: Optional[List[str]] = None) -> Tuple[Dict[str, Any], List[Any]]:
+def plan(tenants: List[Dict[str, Any]], profiles: Optional[List[str]] = None,
+         extended_resources: bool = False) -> Tuple[Dict[str, Any], List[Any]]:
     """DeviceClasses and the tenants' claim quotas; ``(result, warnings)``."""
-    classes = device_classes(profiles)
+    classes = device_classes(profiles, extended_resources)
     quotas = tenant_claim_quotas(tenants)
     names = set(c["metadata"]["name"] for c in classes)
     warnings = []

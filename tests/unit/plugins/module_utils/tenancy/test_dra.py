@@ -103,3 +103,22 @@ def test_tenancy_component_adds_claim_quotas_or_drops_gpu_keys():
                                   "gpu_quotas": False})
     assert result["tenants"][0]["quota"]["hard"] == {"requests.cpu": "4"}
     assert result["tenants"][0]["priority_quotas"] == {}
+
+
+def test_extended_resource_names_on_the_per_profile_classes():
+    made = gpu_dra.device_classes(["1g.10gb", "1g.10gb+me"], extended_resources=True)
+    classes = dict((c["metadata"]["name"], c) for c in made)
+    # what the device plugin advertised, so pod specs asking for it keep working (DRAExtendedResource)
+    assert classes["mig-1g.10gb.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/mig-1g.10gb"
+    assert classes["mig-1g.10gb.me.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/mig-1g.10gb.me"
+    assert "extendedResourceName" not in classes["gpu.nvidia.com"]["spec"]
+    assert "extendedResourceName" not in classes["mig.nvidia.com"]["spec"]
+    # the static mode keeps its classes as they were
+    assert all("extendedResourceName" not in c["spec"] for c in gpu_dra.device_classes(["1g.10gb"]))
+    result, _w = gv.run_validate({"component": "dra", "tenants": [
+        {"name": "a", "quota": {"hard": {"requests.nvidia.com/mig-1g.10gb": 1}}}],
+        "dra": {"profiles": ["1g.10gb"], "extended_resources": True}})
+    assert result["dra"]["quotas"] == {"a": {"mig-1g.10gb.nvidia.com.deviceclass.resource.k8s.io/devices": "1"}}
+    assert result["dra"]["device_classes"][2]["spec"]["extendedResourceName"] == "nvidia.com/mig-1g.10gb"
+    with pytest.raises(GpuOpsError, match="extended_resources"):
+        gv.run_validate({"component": "dra", "dra": {"extended_resource": True}})
