@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, cast
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import resources
@@ -42,7 +42,7 @@ PLAN_KEYS = ("nodes", "demand", "objective", "prices", "disruption_budget", "sol
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def _fail(msg, **details):
+def _fail(msg: str, **details: Any) -> NoReturn:
     raise GpuOpsError(msg, **details)
 
 
@@ -136,7 +136,7 @@ def _one_layout(value, model, where):
         if prof not in [p.name for p in model.profiles]:
             _fail("%s: profile %s does not exist on %s; valid profiles: %s"
                   % (where, k, model.marketing_name, ", ".join(p.name for p in model.profiles)))
-        validation.number(v, "%s.%s" % (where, k), 0, integer=True)
+        validation.integer(v, "%s.%s" % (where, k), 0)
     return layout_key(value)
 
 
@@ -154,7 +154,7 @@ def parse_nodes(nodes: Any, current_configs: Optional[Mapping[str, Any]] = None)
         _fail("nodes must be a non-empty list of {name, gpus: [{model, count}], labels?, current?}")
     configs = None
     if current_configs:
-        configs = mig_config.parse_spec(current_configs, source="current_configs")
+        configs = mig_config.parse_spec(cast(Dict[str, Any], current_configs), source="current_configs")
     out = []
     seen = set()
     for i, n in enumerate(nodes):
@@ -175,13 +175,13 @@ def parse_nodes(nodes: Any, current_configs: Optional[Mapping[str, Any]] = None)
             if not isinstance(g, dict) or "model" not in g:
                 _fail("%s must be a mapping with model and count" % gw)
             model = model_of(g["model"], gw)
-            count = validation.number(g.get("count", 1), gw + ".count", 0, integer=True)
+            count = validation.integer(g.get("count", 1), gw + ".count", 0)
             models.extend([model] * count)
         labels = n.get("labels") or {}
         if not isinstance(labels, dict):
             _fail("%s.labels must be a mapping" % where)
         current, cname = _current_layouts(n.get("current"), models, configs, where + ".current")
-        busy = validation.number(n.get("busy") or 0, where + ".busy", 0, integer=True)
+        busy = validation.integer(n.get("busy") or 0, where + ".busy", 0)
         out.append(Node(name, tuple(models), dict(labels), tuple(current), cname, busy))
     return out
 
@@ -205,7 +205,7 @@ def parse_demand(demand: Any) -> List[Item]:
         if (tenant, name) in seen:
             _fail("%s: %s/%s is listed twice" % (where, tenant, name))
         seen.add((tenant, name))
-        replicas = validation.number(d["replicas"], where + ".replicas", 0, integer=True)
+        replicas = validation.integer(d["replicas"], where + ".replicas", 0)
         memory = validation.number(d["memory_gb"], where + ".memory_gb", 0, strict_min=True)
         compute = d.get("compute")
         if compute is not None:
@@ -219,8 +219,8 @@ def parse_demand(demand: Any) -> List[Item]:
         iso = d["isolation"]
         if iso not in ISOLATIONS:
             _fail("%s.isolation %r is not valid; valid values: %s" % (where, iso, ", ".join(ISOLATIONS)))
-        prio = validation.number(d.get("priority", 0), where + ".priority", integer=True)
-        gpr = validation.number(d.get("gpus_per_replica", 1), where + ".gpus_per_replica", 1, integer=True)
+        prio = validation.integer(d.get("priority", 0), where + ".priority")
+        gpr = validation.integer(d.get("gpus_per_replica", 1), where + ".gpus_per_replica", 1)
         resource = d.get("resource")
         if resource is not None:
             resource = resources.check_gpu_resource(resource, where + ".resource")
@@ -362,7 +362,7 @@ def nodes_diff(nodes_in: Optional[List[Dict[str, Any]]], result: Mapping[str, An
     for n in nodes_in or []:
         cur = n.get("current")
         labels = n.get("labels") or {}
-        tracker.add(n.get("name"), before="mig_config=%s device_plugin_config=%s" % (
+        tracker.add(str(n.get("name")), before="mig_config=%s device_plugin_config=%s" % (
             cur if isinstance(cur, str) else ("custom" if cur else "-"),
             labels.get("nvidia.com/device-plugin.config", "-")))
     for nc in result["node_configs"]:

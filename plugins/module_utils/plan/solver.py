@@ -47,9 +47,10 @@ def build_options(nodes: List[Node], items: List[Item]) -> Tuple[Dict[str, Any],
         for key, model in models.items():
             o, why = opt.option_for(it, model)
             if o is not None and it.resource and opt.resource_of(o) != it.resource:
-                o, why = None, "its pods request %s; on %s it would get %s" % (it.resource, key, opt.resource_of(o))
+                why = "its pods request %s; on %s it would get %s" % (it.resource, key, opt.resource_of(o))
+                o = None
             if o is None:
-                reasons[it.index][key] = why
+                reasons[it.index][key] = why or ""
             elif o.gpus > 1 and max(sum(1 for m in n.models if m.key == key) for n in nodes) < o.gpus:
                 reasons[it.index][key] = "needs %d %s GPUs on one node; the largest node has %d" % (
                     o.gpus, key, max(sum(1 for m in n.models if m.key == key) for n in nodes))
