@@ -171,10 +171,8 @@ report:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan import report, solver
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan.demand import nodes_diff, parse_request
-from ansible_collections.gpuops.k8s.plugins.module_utils.report import writer
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan import module_run
 
 
 def main():
@@ -194,26 +192,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    p = dict(module.params)
-    written = None
-    diffs = []
-    try:
-        plan = solver.plan(parse_request(p))
-        result = plan.as_dict()
-        if module._diff:
-            diffs.append(nodes_diff(p["nodes"], result))
-        if p["report"]:
-            markdown, pictures = report.render(result, plan.planned_gpus, p["report_title"])
-            written, report_diff = writer.write_report_diff(p["report"], markdown, pictures, check_mode=module.check_mode,
-                                                            diff=module._diff, default_name=report.DEFAULT_NAME)
-            if report_diff:
-                diffs.append(report_diff)
-    except GpuOpsError as e:
-        module.fail_json(msg=e.msg, **e.details)
-    out = dict(changed=bool(written and written["changed"]), plan=result, report=written)
-    if diffs:
-        out["diff"] = diffs
-    module.exit_json(**out)
+    run_and_exit(module, lambda: module_run.run(module.params, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":
