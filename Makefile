@@ -70,7 +70,7 @@ lint: venv typecheck
 
 # Static types of the annotated module_utils packages (mypy.ini; docs/architecture.md "Types"). mypy imports them
 # as the collection does, through the link .build/collections/ansible_collections/gpuops/k8s -> this checkout.
-TYPED_PACKAGES := catalog common nvml sim report mig host health k8s metrics tenancy plan
+TYPED_PACKAGES := catalog common nvml sim report mig host health k8s metrics tenancy plan whatif
 typecheck: venv
 	@mkdir -p $(COLLECTIONS_ROOT)/ansible_collections/gpuops
 	@[ -e $(COLLECTIONS_ROOT)/ansible_collections/gpuops/k8s ] || ln -sfn $(TOP) $(COLLECTIONS_ROOT)/ansible_collections/gpuops/k8s

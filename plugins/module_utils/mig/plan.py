@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter, namedtuple
 from itertools import combinations
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -85,7 +85,7 @@ def valid_profile_names(profiles: Sequence[Any]) -> List[str]:
     return out
 
 
-def targets_from_mig_devices(mig_devices: Dict[str, Any], profiles: Sequence[Any], label: str = "GPU") -> List[Any]:
+def targets_from_mig_devices(mig_devices: Mapping[str, Any], profiles: Sequence[Any], label: str = "GPU") -> List[Any]:
     """Turn a mig-devices map ({"3g.40gb": 1, "1c.3g.40gb": 3}) into the list of GIs to exist.
 
     A GI profile key asks for that many GIs with one full compute instance each. A CI profile key
