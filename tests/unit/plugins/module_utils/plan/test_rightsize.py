@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 """plan/rightsize.py: peak / p95 / headroom, the profile per model, the history and never-below-peak rules, and the
-error paths, through the real Prometheus client against a local http.server with canned answers."""
+error paths, through the real Prometheus client against a local http.server that evaluates the PromQL over stored
+series of the simulated dcgm-exporter (fake_prometheus.evaluate: quantile_over_time at the asked quantile with
+Prometheus' linear interpolation, max/avg/min/sum by over per-device series, range windows)."""
 import os
 import sys
 import time
