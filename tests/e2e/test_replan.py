@@ -9,7 +9,10 @@ Two simulated hosts with one A100 80GB each, at all-1g.10gb, and their kwok node
    and node 1's GPU still holds its seven 1g.10gb instances (the simulator's NVML state, not only a label).
 2. The same run again finds nothing pending and rolls nothing (the running pods are demand now).
 3. A plan that would change the model server's node is not rolled: the guard leaves it for the next round, naming
-   the PodDisruptionBudget (check mode: nothing changes).
+   the PodDisruptionBudget, and the run (apply mode) holds it: its GPU keeps its seven 1g.10gb instances, its
+   nvidia.com/mig.config label stays, the model server's pod keeps running (same uid).
+4. The EDA source on the API server: two pods pending for a GPU resource make one event; a GPU pod pending only
+   for CPU (Unschedulable with Insufficient cpu) is left out.
 """
 import sys
 import time
@@ -150,25 +153,30 @@ def test_pending_pods_make_one_node_roll_and_bind_while_the_model_server_keeps_r
 def test_a_node_whose_drain_a_pdb_blocks_is_left_for_the_next_round(loop):
     """Declared demand that needs node 1's GPU changed (a third llm replica: node 2's two 3g.40gb are taken, so node 1
     must hold a 3g.40gb beside the model server's 1g.10gb): the plan names node 1, the guard defers it because of the
-    model server's budget; check mode changes nothing either way."""
+    model server's budget, and the run - in apply mode, so mig_reconfigure really runs for the nodes it is given -
+    holds node 1: its GPU (the simulator's NVML state), its mig.config label and the model server's pod stay."""
     demand = loop["variables"]["replan_demand"] + [
         {"tenant": loop["team"], "name": "llm", "replicas": 3, "memory_gb": 40, "compute": 0.4285,
          "kind": "inference", "isolation": "strict"}]
     demand[0] = dict(demand[0], replicas=1)
-    run = _replan(loop, check=True, replan_demand=demand, replan_disruption_budget=2)
+    run = _replan(loop, replan_demand=demand, replan_disruption_budget=2)
     guard = run.result("Decide which changed nodes roll this round")["ansible_facts"]["replan_guard"]
     assert loop["names"][0] in guard["changed"], guard
     deferred = dict((d["node"], d["reason"]) for d in guard["deferred"])
     assert "PodDisruptionBudget %s/model allows 0 disruption(s)" % loop["serve"] in deferred[loop["names"][0]], deferred
     assert loop["names"][0] not in guard["roll"]
     assert _profiles(loop, loop["names"][0]) == [["1g.10gb"] * 7]
+    node1 = loop["api"].read_node(loop["names"][0])
+    assert node1.metadata.labels["nvidia.com/mig.config"] == "all-1g.10gb", node1.metadata.labels
+    assert not node1.spec.unschedulable  # never cordoned for a drain
     assert _model_pod(loop) == [(loop["model_uid"], "Running", loop["names"][0])]
 
 
 def test_the_eda_source_sees_pending_gpu_pods_on_the_api_server(loop):
     """extensions/eda/plugins/event_source/pending_gpu_pods.py (the rulebook gpu_replan's source) on the real
     kube-apiserver: two pods pending for nvidia.com/mig-4g.40gb (no node offers it) -> one debounced event naming
-    both; a CPU-only pending pod -> no event."""
+    both; a GPU pod pending only for CPU (its 1g.10gb is free on node 1, which it is pinned to, but no node has the
+    CPU: Unschedulable with "Insufficient cpu" and no NVIDIA resource named) -> not in the event."""
     import asyncio
     import importlib.util
     import os
@@ -179,9 +187,19 @@ def test_the_eda_source_sees_pending_gpu_pods_on_the_api_server(loop):
     api, team = loop["api"], loop["team"]
     loop["apps"].create_namespaced_deployment(team, gpu_nodes.gpu_deployment("burst", 2, "nvidia.com/mig-4g.40gb", {"e2e-replan": loop["u"]}))
     api.create_namespaced_pod(team, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-hog"},
-                                     "spec": {"nodeSelector": {"e2e-replan": loop["u"]}, "tolerations": TOLERATE,
+                                     "spec": {"nodeSelector": {"kubernetes.io/hostname": loop["names"][0]},
+                                              "tolerations": TOLERATE,
                                               "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                                              "resources": {"requests": {"cpu": "10000"}}}]}})
+                                                              "resources": {"requests": {"cpu": "10000"},
+                                                                            "limits": {SLICE_1G: "1"}}}]}})
+
+    def cpu_hog_unschedulable():
+        pod = api.read_namespaced_pod("cpu-hog", team)
+        conds = [c for c in pod.status.conditions or [] if c.type == "PodScheduled" and c.reason == "Unschedulable"]
+        return conds[0].message if conds else None
+
+    message = wait_for(cpu_hog_unschedulable, 60, what="the GPU pod cpu-hog marked Unschedulable")
+    assert "Insufficient cpu" in message and "nvidia.com" not in message, message
 
     class Q(object):
         def __init__(self):

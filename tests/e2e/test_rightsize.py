@@ -1,5 +1,6 @@
 """Right-sizing from measured use on the real metric path (docs/rightsize.md): a tenant's pods hold mig-3g.40gb
-slices of kwok A100 80GB nodes and never use more than 9 GB (the simulated DCGM exporter's fb_curve) -> the real
+slices of kwok A100 80GB nodes and never use more than 9 GB (the simulated DCGM exporter's fb_curve; each pod its
+own curve, the largest 7-9 GB) -> the real
 Prometheus -> gpuops.k8s.gpu_rightsize (ansible-playbook) recommends 1g.10gb and writes a demand file; gpu_plan with
 current_configs on that file needs fewer GPUs. The closed loop's playbooks/replan.yml with replan_prometheus_url does
 the same in one run and frees the GPU (docs/closed-loop.md). A bad URL and a missing metric fail with clear errors.
@@ -68,12 +69,28 @@ def test_rightsize_frees_gpus_and_errors_are_clear(k8s_cluster, lab, namespace):
                               "spec": {"nodeSelector": lab["sel"], "terminationGracePeriodSeconds": 0,
                                        "containers": [{"name": "server", "image": "registry.k8s.io/pause:3.10",
                                                        "resources": {"limits": {SLICE: "1"}, "requests": {SLICE: "1"}}}]}}}})
-    # 7-9 GB used per slice: a saw-tooth over 30 s
-    lab["lab"].put_load({"rules": [{"namespace": namespace, "pod_prefix": name + "-", "gpu": 30,
-                                    "fb_curve": [[0, 7168], [15, 9216], [30, 7168], [45, 9216], [600, 9216]]}]})
+    # the pods use their slices differently: one a 7-9 GB saw-tooth over 30 s, one a 4-6 GB one, the other two a flat
+    # 3 GB; the item is sized for its largest pod (p95 and peak are the largest over its pods)
+    core = client.CoreV1Api(k8s_cluster.api_client())
+
+    def running():
+        pods = [p.metadata.name for p in core.list_namespaced_pod(namespace).items
+                if p.metadata.name.startswith(name + "-") and p.status.phase == "Running"]
+        return sorted(pods) if len(pods) == 4 else None
+
+    pods = wait_for(running, timeout=90, what="the 4 %s pods running" % name)
+    lab["lab"].put_load({"rules": [
+        {"namespace": namespace, "pod_prefix": pods[0], "gpu": 30,
+         "fb_curve": [[0, 7168], [15, 9216], [30, 7168], [45, 9216], [600, 9216]]},
+        {"namespace": namespace, "pod_prefix": pods[1], "gpu": 20,
+         "fb_curve": [[0, 4096], [15, 6144], [30, 4096], [45, 6144], [600, 6144]]},
+        {"namespace": namespace, "pod_prefix": name + "-", "gpu": 10, "fb_used_mib": 3072}]})
     q = 'count_over_time(DCGM_FI_DEV_FB_USED{exported_namespace="%s"}[5m])' % namespace
     wait_for(lambda: len([r for r in lab["lab"].query(q) if float(r["value"][1]) >= 15]) == 4 or None, timeout=90,
              what="30 s of framebuffer samples of the 4 pods in Prometheus")
+    peak = 'max(max_over_time(DCGM_FI_DEV_FB_USED{exported_namespace="%s"}[5m]))' % namespace
+    wait_for(lambda: any(float(r["value"][1]) >= 8704 for r in lab["lab"].query(peak)) or None, timeout=60,
+             what="the saw-tooth pod's peak (8.5 GB or more) in Prometheus")
     nodes = [{"name": n, "gpus": [{"model": "a100_80gb", "count": 1}], "current": {"3g.40gb": 2}} for n in lab["nodes"]]
     demand = [{"tenant": namespace, "name": name, "replicas": 4, "memory_gb": 40, "kind": "inference",
                "isolation": "strict"}]

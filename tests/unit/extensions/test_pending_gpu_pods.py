@@ -117,3 +117,108 @@ def test_bad_arguments_name_what_is_valid():
     with pytest.raises(src.ArgError, match="namespaces must be a list"):
         src.parse_args({"namespaces": "team-a"})
     assert src.parse_args({})["resources"] == ("nvidia.com/mig-", "nvidia.com/gpu")
+
+
+def test_a_410_gone_relists_at_once_without_reading_on():
+    # a watch that keeps streaming after its 410 Gone (a proxy that does not close it): the source re-lists at the
+    # ERROR and never reads the stale events after it
+    lists = [{"metadata": {"resourceVersion": "1"}, "items": [pod("a")]},
+             {"metadata": {"resourceVersion": "9"}, "items": [pod("a"), pod("b")]}]
+    stop = threading.Event()
+    log = []
+
+    def list_fn(**kw):
+        if not lists:
+            stop.set()
+            return {"metadata": {"resourceVersion": "10"}, "items": []}
+        return lists.pop(0)
+
+    fake = FakeWatch([[{"type": "ADDED", "object": pod("c")}, {"type": "ERROR", "object": {"code": 410}},
+                       {"type": "ADDED", "object": pod("stale")}],
+                      [{"type": "DELETED", "object": pod("a")}]])
+    src.watch_pods({"label_selector": None}, lambda items: log.append(("list", [p["metadata"]["name"] for p in items])),
+                   lambda kind, p: log.append((kind, p["metadata"]["name"])), stop,
+                   list_fn=list_fn, watch_factory=fake, sleep=lambda s: None)
+    assert log[:4] == [("list", ["a"]), ("ADDED", "c"), ("list", ["a", "b"]), ("DELETED", "a")]
+    assert ("ADDED", "stale") not in log
+
+
+def test_a_410_raised_by_the_client_relists_without_backoff_and_other_errors_back_off():
+    class Gone(Exception):
+        status = 410
+
+    calls, slept = [], []
+    stop = threading.Event()
+
+    def list_fn(**kw):
+        calls.append(kw)
+        if len(calls) == 1:
+            raise Gone("Expired: too old resource version")
+        if len(calls) in (2, 3):
+            raise RuntimeError("connection reset")
+        stop.set()
+        return {"metadata": {"resourceVersion": "5"}, "items": []}
+
+    src.watch_pods({"label_selector": None}, lambda items: None, lambda kind, p: None, stop, list_fn=list_fn,
+                   watch_factory=FakeWatch([]), sleep=slept.append)
+    assert len(calls) == 4 and slept == [1.0, 2.0]  # no wait after the 410; 1 s then 2 s after the two resets
+
+
+def test_the_same_set_again_within_repeat_s_is_not_put_again():
+    d = src.Debouncer(debounce_s=30, max_wait_s=300, repeat_s=600)
+    d.update(("t", "p0"), src.classify(pod("p0")), 0)
+    assert d.due(30)["pending_gpu_pods"]["count"] == 1  # reported at 30
+    # another pod comes and goes within the debounce: after it the set is the one reported at 30
+    d.update(("t", "p1"), src.classify(pod("p1")), 100)
+    d.update(("t", "p1"), None, 110)
+    assert d.due(140) is None and d.due(629) is None  # 140 - 30 < 600: no repeat yet
+    # a re-list that finds the same set changes nothing either
+    d.replace({("t", "p0"): src.classify(pod("p0"))}, 200)
+    assert d.due(300) is None
+    assert d.due(630)["pending_gpu_pods"]["count"] == 1  # repeat_s after the report at 30
+
+
+def test_main_merges_a_namespaces_relist_with_the_other_namespaces(monkeypatch):
+    # two namespaces, one watch each: ns2 lists b; ns1 lists a, then re-lists (after a 410) and finds c instead.
+    # The re-list of ns1 replaces ns1's pods only: the set is {ns1/c, ns2/b} (a is gone, b stays).
+    import asyncio
+    listed = threading.Event()
+
+    def fake_watch_pods(opts, on_list, on_event, stop, ns=None, **kw):
+        if ns == "ns2":
+            on_list([pod("b", ns="ns2")])
+            listed.set()
+        else:
+            listed.wait(5)
+            on_list([pod("a", ns="ns1"), pod("web", resources={"cpu": "1"}, ns="ns1")])
+            on_list([pod("c", ns="ns1")])
+        stop.wait(5)
+
+    monkeypatch.setattr(src, "watch_pods", fake_watch_pods)
+
+    class Queue(object):
+        def __init__(self):
+            self.events = []
+            self.got = asyncio.Event()
+
+        async def put(self, event):
+            self.events.append(event)
+            self.got.set()
+
+    async def scenario():
+        q = Queue()
+        task = asyncio.ensure_future(src.main(q, {"namespaces": ["ns1", "ns2"], "debounce_s": 1.0, "max_wait_s": 5}))
+        try:
+            await asyncio.wait_for(q.got.wait(), 10)
+        finally:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        return q.events
+
+    events = asyncio.run(scenario())
+    ev = events[0]["pending_gpu_pods"]
+    assert [(p["namespace"], p["name"]) for p in ev["pods"]] == [("ns1", "c"), ("ns2", "b")]
+    assert ev["count"] == 2 and ev["resources"] == {RES: 2}

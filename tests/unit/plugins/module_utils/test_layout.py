@@ -12,41 +12,56 @@ PLUGINS = os.path.join(TOP, "plugins")
 PREFIX = "ansible_collections.gpuops.k8s.plugins."
 
 
-def _path(dotted):
+def _path(dotted, root=PLUGINS):
     """plugins-relative file of a dotted name under ansible_collections.gpuops.k8s.plugins, or None."""
     rel = dotted[len(PREFIX):].replace(".", os.sep)
     for cand in (rel + ".py", os.path.join(rel, "__init__.py")):
-        if os.path.isfile(os.path.join(PLUGINS, cand)):
+        if os.path.isfile(os.path.join(root, cand)):
             return cand
     return None
 
 
-def _imports(rel):
-    """Files a plugins file imports (every import statement, also those inside functions, as AnsiballZ sees them)."""
-    with open(os.path.join(PLUGINS, rel)) as f:
+def _absolute(rel, node):
+    """The dotted module of an ``ImportFrom`` in plugins file ``rel``: relative ones (``from ..plan import x``)
+    resolved against the file's package, as Python does; None when it climbs out of plugins/."""
+    if not node.level:
+        return node.module
+    package = (PREFIX + os.path.dirname(rel).replace(os.sep, ".")).split(".")
+    if len(package) - (node.level - 1) < PREFIX.count("."):
+        return None
+    base = package[:len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(rel, root=PLUGINS):
+    """Files a plugins file imports (every import statement, also those inside functions, as AnsiballZ sees them;
+    relative imports resolved)."""
+    with open(os.path.join(root, rel)) as f:
         tree = ast.parse(f.read())
     out = set()
     for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module] + ["%s.%s" % (node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(rel, node)
+            if module:
+                names = [module] + ["%s.%s" % (module, a.name) for a in node.names]
         for name in names:
             if name.startswith(PREFIX):
-                p = _path(name)
+                p = _path(name, root)
                 if p and p != rel:
                     out.add(p)
     return out
 
 
-def _graph():
+def _graph(root=PLUGINS):
     graph = {}
-    for root, _dirs, files in os.walk(os.path.join(PLUGINS, "module_utils")):
+    for base, _dirs, files in os.walk(os.path.join(root, "module_utils")):
         for f in files:
             if f.endswith(".py"):
-                rel = os.path.relpath(os.path.join(root, f), PLUGINS)
-                graph[rel] = {d for d in _imports(rel) if not d.endswith("__init__.py")}
+                rel = os.path.relpath(os.path.join(base, f), root)
+                graph[rel] = {d for d in _imports(rel, root) if not d.endswith("__init__.py")}
     return graph
 
 
@@ -66,10 +81,10 @@ def _folder(rel):
     return rel.split(os.sep)[1]
 
 
-def _folder_arrows():
+def _folder_arrows(root=PLUGINS):
     """{(from folder, to folder): [(file, imported file)]} over module_utils, the seam included."""
     arrows = {}
-    for rel, deps in _graph().items():
+    for rel, deps in _graph(root).items():
         for dep in deps:
             if dep.startswith("module_utils" + os.sep) and _folder(dep) != _folder(rel):
                 arrows.setdefault((_folder(rel), _folder(dep)), []).append((rel, dep))
@@ -87,8 +102,7 @@ def _closure(start):
     return seen
 
 
-def test_no_import_circle_in_module_utils():
-    graph = _graph()
+def _cycles(graph):
     state = {}
     cycles = []
 
@@ -104,7 +118,25 @@ def test_no_import_circle_in_module_utils():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
-    assert cycles == []
+    return cycles
+
+
+def _upward(root=PLUGINS):
+    """``["from -> to"]``: module_utils imports that do not point down the layers (the seam excepted)."""
+    rank = dict((folder, i) for i, layer in enumerate(LAYERS) for folder in layer)
+    upward = []
+    for (src, dst), pairs in sorted(_folder_arrows(root).items()):
+        for rel, dep in pairs:
+            rel_in, dep_in = rel[len("module_utils/"):], dep[len("module_utils/"):]
+            if (src, dst) in SEAM and rel_in in SEAM[(src, dst)] and dep_in in SEAM_TARGETS[(src, dst)]:
+                continue
+            if rank[dst] >= rank[src]:
+                upward.append("%s -> %s" % (rel_in, dep_in))
+    return sorted(upward)
+
+
+def test_no_import_circle_in_module_utils():
+    assert _cycles(_graph()) == []
     # the old circle: nvml <-> simulator; now errors and the backend interface sit below both backends
     assert "module_utils/sim/reader.py" not in _closure("module_utils/nvml/errors.py")
     assert "module_utils/nvml/factory.py" not in _closure("module_utils/sim/writer.py")
@@ -115,15 +147,56 @@ def test_folders_import_only_the_layers_below():
     folders = sorted(d for d in os.listdir(os.path.join(PLUGINS, "module_utils"))
                      if os.path.isdir(os.path.join(PLUGINS, "module_utils", d)) and d != "__pycache__")
     assert sorted(rank) == folders, "every module_utils folder has a layer in LAYERS and docs/architecture.md"
-    upward = []
-    for (src, dst), pairs in sorted(_folder_arrows().items()):
-        for rel, dep in pairs:
-            rel_in, dep_in = rel[len("module_utils/"):], dep[len("module_utils/"):]
-            if (src, dst) in SEAM and rel_in in SEAM[(src, dst)] and dep_in in SEAM_TARGETS[(src, dst)]:
-                continue
-            if rank[dst] >= rank[src]:
-                upward.append("%s -> %s" % (rel_in, dep_in))
-    assert upward == []
+    assert _upward() == []
+
+
+def _tree(tmp_path, files):
+    """A plugins/ tree of ``{relative path: source}`` (packages get an empty __init__.py)."""
+    root = tmp_path / "plugins"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for d in [path.parent] + list(path.parent.parents):
+            if d == root:
+                break
+            if not (d / "__init__.py").exists():
+                (d / "__init__.py").write_text("")
+        path.write_text(text)
+    return str(root)
+
+
+MU = "from ansible_collections.gpuops.k8s.plugins.module_utils"
+
+
+def test_the_checkers_reject_known_bad_trees(tmp_path):
+    """The layout checks can fail: upward imports written absolute, relative (``from ..plan import solver``,
+    ``from ...module_utils.whatif.runner import run``, inside a function), a same-layer arrow, and an import circle;
+    downward ones, absolute or relative, pass."""
+    root = _tree(tmp_path, {
+        "module_utils/plan/solver.py": MU + ".common.errors import GpuOpsError\nfrom ..catalog import gpus\n",
+        "module_utils/common/errors.py": "class GpuOpsError(Exception):\n    pass\n",
+        "module_utils/common/validation.py": "from . import errors\nfrom .errors import GpuOpsError\n",
+        "module_utils/catalog/gpus.py": "from ..common.errors import GpuOpsError\n",
+        "module_utils/common/bad_relative.py": "from ..plan import solver\n",
+        "module_utils/common/bad_deep.py": "def f():\n    from ...module_utils.whatif.runner import run\n",
+        "module_utils/common/bad_absolute.py": "import ansible_collections.gpuops.k8s.plugins.module_utils.k8s.rollout\n",
+        "module_utils/whatif/runner.py": "from .loop import x\n",
+        "module_utils/whatif/loop.py": "from .runner import run\n",
+        "module_utils/k8s/rollout.py": "",
+        "module_utils/mig/plan.py": "from ..health import checks\n",
+        "module_utils/health/checks.py": "",
+    })
+    assert _imports("module_utils/common/validation.py", root) == {"module_utils/common/errors.py",
+                                                                   "module_utils/common/__init__.py"}
+    assert _upward(root) == ["common/bad_absolute.py -> k8s/rollout.py", "common/bad_deep.py -> whatif/runner.py",
+                             "common/bad_relative.py -> plan/solver.py", "mig/plan.py -> health/checks.py"]
+    assert [sorted(set(c)) for c in _cycles(_graph(root))] == [["module_utils/whatif/loop.py",
+                                                                 "module_utils/whatif/runner.py"]]
+    # the same tree without the bad files passes both checks
+    for rel in ("common/bad_relative.py", "common/bad_deep.py", "common/bad_absolute.py", "mig/plan.py",
+                "whatif/loop.py"):
+        os.remove(os.path.join(root, "module_utils", rel))
+    assert _upward(root) == [] and _cycles(_graph(root)) == []
 
 
 def test_each_folder_sits_right_above_what_it_imports():

@@ -2,6 +2,7 @@
 """gpu_rightsize run in-process against a local canned Prometheus: result, demand_out, check mode, errors."""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", "metrics"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", "plan"))
@@ -13,7 +14,7 @@ from test_rightsize import _item, _plan, _pods, series_vectors  # noqa: E402
 
 
 def test_module_result_file_and_errors(tmp_path):
-    fake = FakePrometheus(vectors=series_vectors(_pods([7.0] * 95 + [9.0] * 5, first=0)))
+    fake = FakePrometheus(vectors=series_vectors(_pods([7.0] * 95 + [9.0] * 5, first=time.time() - 48 * 3600)))
     try:
         out_file = str(tmp_path / "demand.yml")
         args = {"prometheus_url": fake.url, "demand": [_item()], "plan": _plan("a100_80gb", "3g.40gb"),

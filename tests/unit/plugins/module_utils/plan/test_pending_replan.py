@@ -147,6 +147,33 @@ def test_guard_defers_nodes_whose_drain_would_break_a_budget_or_delete_a_bare_po
          "the drain would delete it, not evict it"}]
 
 
+def test_guard_counts_a_budgets_pods_per_node_and_skips_daemonset_pods():
+    # PDB serve/model allows 2 disruptions; its pods spread over the changed nodes. Each node's drain evicts that
+    # node's pods of the budget: n1 2 (<= 2, rolls), n2 3 (> 2, deferred), n3 2 plus a DaemonSet pod with the same
+    # labels (the drain skips DaemonSet pods: 2, rolls), n4 only a DaemonSet pod of PDB serve/agent, which allows 0
+    # (skipped: rolls). Over all nodes the budget has 7 pods: a count across nodes would defer every node.
+    plan = _plan([("n1", "c1", True), ("n2", "c2", True), ("n3", "c3", True), ("n4", "c4", True)])
+    spread = {"n1": "ab", "n2": "cde", "n3": "fg"}
+    pods = [pod("model-" + x, ns="serve", phase="Running", node=n, labels={"app": "model"},
+                owner=("ReplicaSet", "model-7f")) for n, xs in sorted(spread.items()) for x in xs]
+    pods += [pod("agent-n3", ns="serve", phase="Running", node="n3", labels={"app": "model"},
+                 owner=("DaemonSet", "agent")),
+             pod("agent-n4", ns="serve", phase="Running", node="n4", labels={"app": "agent"},
+                 owner=("DaemonSet", "agent"))]
+    pdbs = [pdb("model", "serve", {"app": "model"}, 2), pdb("agent", "serve", {"app": "agent"}, 0)]
+    out = replan.rollout_guard(plan, pods, pdbs)
+    assert out["roll"] == ["n1", "n3", "n4"]
+    assert out["deferred"] == [{"node": "n2", "mig_config": "c2", "reason": (
+        "left for the next round: PodDisruptionBudget serve/model allows 2 disruption(s); the drain would evict 3 of "
+        "its pods (serve/model-c, serve/model-d, serve/model-e)")}]
+    # one more pod of the budget on n1 defers it too; with 3 allowed both n1 and n2 roll
+    out = replan.rollout_guard(plan, pods + [pod("model-h", ns="serve", phase="Running", node="n1",
+                                                 labels={"app": "model"}, owner=("ReplicaSet", "model-7f"))], pdbs)
+    assert out["roll"] == ["n3", "n4"] and [d["node"] for d in out["deferred"]] == ["n1", "n2"]
+    pdbs[0]["status"]["disruptionsAllowed"] = 3
+    assert replan.rollout_guard(plan, pods, pdbs)["roll"] == ["n1", "n2", "n3", "n4"]
+
+
 def test_guard_selector_expressions_and_bad_input():
     sel = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]},
                                 {"key": "canary", "operator": "DoesNotExist"}]}

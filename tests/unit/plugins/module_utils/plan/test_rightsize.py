@@ -1,13 +1,16 @@
 # -*- coding: utf-8 -*-
 """plan/rightsize.py: peak / p95 / headroom, the profile per model, the history and never-below-peak rules, and the
-error paths, through the real Prometheus client against a local http.server with canned answers."""
+error paths, through the real Prometheus client against a local http.server that evaluates the PromQL over stored
+series of the simulated dcgm-exporter (fake_prometheus.evaluate: quantile_over_time at the asked quantile with
+Prometheus' linear interpolation, max/avg/min/sum by over per-device series, range windows)."""
 import os
 import sys
+import time
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "metrics"))
-from fake_prometheus import FakePrometheus  # noqa: E402
+from fake_prometheus import FakePrometheus, evaluate, series_answer  # noqa: E402
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import prometheus as prom  # noqa: E402
@@ -17,55 +20,30 @@ NOW = 1_000_000.0
 GIB = 1024.0
 
 
-def _p95(values):
-    """Prometheus' quantile_over_time (linear interpolation between ranks)."""
-    v = sorted(values)
-    rank = 0.95 * (len(v) - 1)
-    lo = int(rank)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (rank - lo)
+def stored_series(series, missing=()):
+    """Prometheus series of the simulated dcgm-exporter for ``series`` = ``[{namespace, pod, gpu?, profile?, model?,
+    mem: [MiB...], compute: [0-1...], first: ts}]`` (one entry per device; samples 60 s apart from ``first``):
+    DCGM_FI_DEV_FB_USED, DCGM_FI_PROF_GR_ENGINE_ACTIVE and DCGM_FI_DEV_GPU_UTIL (0-100, always 0 on MIG devices),
+    less the metrics named in ``missing``."""
+    out = []
+    for s in series:
+        labels = ({"exported_namespace": s["namespace"], "exported_pod": s["pod"], "namespace": "gpu-monitoring",
+                   "pod": "dcgm-exporter-x"} if s.get("scraped") else {"namespace": s["namespace"], "pod": s["pod"]})
+        labels.update(gpu=str(s.get("gpu", 0)), Hostname="node-a", modelName=s.get("model", "NVIDIA A100-SXM4-80GB"))
+        if s.get("profile"):
+            labels["GPU_I_PROFILE"] = s["profile"]
+        util = [0.0 if s.get("profile") else 100.0 * c for c in s["compute"]]
+        for name, vals in (("DCGM_FI_DEV_FB_USED", s["mem"]), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", s["compute"]),
+                           ("DCGM_FI_DEV_GPU_UTIL", util)):
+            if name not in missing:
+                out.append({"labels": dict(labels, __name__=name),
+                            "samples": [(s["first"] + 60.0 * i, float(v)) for i, v in enumerate(vals)]})
+    return out
 
 
 def series_vectors(series, missing=()):
-    """A fake Prometheus that evaluates gpu_rightsize's queries over ``series``:
-    ``[{namespace, pod, profile?, model?, mem: [MiB...], compute: [...], first: ts}]``."""
-    def vectors(q):
-        for m in missing:
-            if m in q:
-                return []
-        if q.startswith("count("):
-            return [({}, len(series))] if series else []
-        metric = "compute" if ("ENGINE_ACTIVE" in q or "GPU_UTIL" in q) else "mem"
-        out = {}
-        for s in series:
-            labels = ({"exported_namespace": s["namespace"], "exported_pod": s["pod"], "namespace": "gpu-monitoring",
-                       "pod": "dcgm-exporter-x"} if s.get("scraped") else {"namespace": s["namespace"], "pod": s["pod"]})
-            if metric == "compute" and "GPU_I_PROFILE" in q:
-                labels.update(GPU_I_PROFILE=s.get("profile"), modelName=s.get("model", "NVIDIA A100-SXM4-80GB"))
-                labels = dict((k, v) for k, v in labels.items() if v is not None)
-            vals = s[metric]
-            if "quantile_over_time" in q:
-                v = _p95(vals)
-            elif "max_over_time" in q:
-                v = max(vals)
-            elif "count_over_time" in q:
-                v = len(vals)
-            elif "timestamp" in q:
-                v = s["first"]
-            else:
-                raise AssertionError(q)
-            key = tuple(sorted(labels.items()))
-            prev = out.get(key)
-            if prev is None:
-                out[key] = v
-            elif "sum by" in q:
-                out[key] = prev + v
-            elif "min by" in q:
-                out[key] = min(prev, v)
-            else:
-                out[key] = max(prev, v)
-        return [(dict(k), v) for k, v in out.items()]
-    return vectors
+    """A fake Prometheus that evaluates gpu_rightsize's PromQL over ``stored_series(series)``."""
+    return series_answer(stored_series(series, missing))
 
 
 def _item(name="embedder", memory_gb=40, **kw):
@@ -201,7 +179,7 @@ def test_series_scraped_through_a_service_monitor_use_the_exported_pod_labels(fa
 
 
 def test_run_writes_demand_out_once_and_never_in_check_mode(fake, tmp_path):
-    fake.vectors = series_vectors(_pods([8.0] * 20))
+    fake.vectors = series_vectors(_pods([8.0] * 20, first=time.time() - 48 * 3600))  # run() evaluates at now
     out_file = tmp_path / "demand.yml"
     params = {"prometheus_url": fake.url, "demand": [_item()], "demand_out": str(out_file), "window": "7d",
               "min_history": "1m", "plan": _plan("a100_80gb", "3g.40gb")}
@@ -213,3 +191,51 @@ def test_run_writes_demand_out_once_and_never_in_check_mode(fake, tmp_path):
     with pytest.raises(GpuOpsError):
         rightsize.run(dict(params, prometheus_url="http://127.0.0.1:1", demand_out=str(tmp_path / "x.yml")))
     assert not (tmp_path / "x.yml").exists()
+
+
+def test_the_fake_evaluates_promql_as_documented():
+    # quantile_over_time: rank phi * (n - 1), linear between the neighbours: [1..5] at 0.95 -> rank 3.8 -> 4.8
+    series = [{"labels": {"__name__": "m", "pod": "a", "gpu": "0"}, "samples": [(t, float(t)) for t in (5, 1, 4, 2, 3)]},
+              {"labels": {"__name__": "m", "pod": "a", "gpu": "1"}, "samples": [(1, 10.0), (2, 20.0)]},
+              {"labels": {"__name__": "m", "pod": "b", "gpu": "0"}, "samples": [(1, 7.0), (9, 99.0)]}]
+    at = 5.0  # the range [5s] at 5 holds 0 < ts <= 5: pod b's sample at 9 is outside
+    ev = dict((lab["pod"], v) for lab, v in evaluate("max by (pod) (quantile_over_time(0.95, m[5s]))", series, at))
+    assert ev == {"a": pytest.approx(19.5), "b": 7.0}  # gpu 1: rank 0.95 -> 10 + 0.95 * 10; gpu 0: 4.8
+    ev = dict((lab["pod"], v) for lab, v in evaluate("avg by (pod) (quantile_over_time(0.5, m[5s]))", series, at))
+    assert ev == {"a": pytest.approx((3.0 + 15.0) / 2), "b": 7.0}
+    assert evaluate("count(max_over_time(m[5s]))", series, at) == [({}, 3)]
+    assert dict((lab["pod"], v) for lab, v in evaluate("sum by (pod) (count_over_time(m[5s]))", series, at)) == \
+        {"a": 7, "b": 1}
+
+
+def _curve_pods():
+    """One item's pods with different curves (GB and engine-active; whole A100s), 21 samples each: the 0.95-quantile
+    of 21 samples is the 20th smallest (rank 0.95 * 20 = 19), the median the 11th.
+
+    x: memory 4 GB x 20 and one 18 GB spike (peak 18, p95 4); engine 0.1
+    y: two GPUs; gpu 0 memory 0, 1, ..., 20 GB (peak 20, p95 19, p50 10), engine 0/40 ... 20/40 (p95 0.475,
+       peak 0.5, p50 0.25); gpu 1 memory 1 GB, engine 0.05 (the pod's max: p95 19 GB / 0.475, avg would be 10 / 0.2625)
+    z: memory 2 GB, engine 0.2
+    The item: peak max(18, 20, 2) = 20 GB, p95 max(4, 19, 2) = 19 GB; compute p95 max(0.1, 0.475, 0.2) = 0.475,
+    peak 0.5. With the default 20 % headroom: memory max(19 * 1.2, 20) = 22.8 GB, compute 0.475 * 1.2 = 0.57."""
+    base = {"namespace": "search", "first": NOW - 48 * 3600}
+    return [dict(base, pod="embedder-7d9c5b6f4-x2b4k", mem=[4 * GIB] * 20 + [18 * GIB], compute=[0.1] * 21),
+            dict(base, pod="embedder-7d9c5b6f4-q9z7m", gpu=0, mem=[i * GIB for i in range(21)],
+                 compute=[i / 40.0 for i in range(21)]),
+            dict(base, pod="embedder-7d9c5b6f4-q9z7m", gpu=1, mem=[1 * GIB] * 21, compute=[0.05] * 21),
+            dict(base, pod="embedder-7d9c5b6f4-vw8tn", mem=[2 * GIB] * 21, compute=[0.2] * 21)]
+
+
+def test_an_items_p95_and_peak_are_the_largest_over_its_pods_and_their_devices(fake):
+    it = run(fake, _curve_pods(), [_item(compute=1.0)])["items"][0]
+    obs = it["observed"]
+    assert (obs["memory_gb_peak"], obs["memory_gb_p95"]) == (20.0, 19.0), obs
+    assert (obs["compute_peak"], obs["compute_p95"]) == (0.5, 0.475), obs
+    assert obs["samples"] == 4 * 21 and obs["history_h"] == 48.0
+
+
+def test_headroom_applies_to_memory_and_compute(fake):
+    it = run(fake, _curve_pods(), [_item(compute=1.0)])["items"][0]
+    assert it["after"]["memory_gb"] == 22.8 and it["after"]["compute"] == 0.57, it["reason"]
+    it = run(fake, _curve_pods(), [_item(compute=1.0)], headroom_pct=50)["items"][0]
+    assert it["after"]["memory_gb"] == 28.5 and it["after"]["compute"] == 0.72, it["reason"]  # 19 * 1.5; 0.7125 up

@@ -84,15 +84,24 @@ def test_starts_from_whole_gpus_without_a_layout():
 
 
 def test_periodic_replan_follows_the_window_demand():
-    # pods that fit at once still count as demand of the window: the 6-hourly re-plan adds 1g slices for the next
-    # window's arrivals, so the pod at hour 7 binds without waiting
-    pods = [pod("a%d" % i, 3600 * i, 3600 * i + 600, milli=100) for i in range(6)] + [pod("late", 7 * 3600, 8 * 3600,
-                                                                                          milli=100)]
+    # pods that fit at once still count as demand of the window (a forecast: the next window brings as many).
+    # Two whole GPUs; ten 1g pods arrive every 30 min from 0 to 4.5 h, 10 min each, then a burst of eight at 7 h.
+    # 0 h: a0 pends; demand = a0 pending + a0 in the window = 2 x 1g -> GPU 0 gets a layout for them, bound at 60 s.
+    # a1..a9 fit GPU 0's free slices at once (one runs at a time).
+    # 6 h (the periodic re-plan): nothing pends, but the window (0, 6 h] holds a1..a9 = 9 x 1g and only GPU 0's
+    # slices are free: a deficit, so GPU 1 is laid out too (ready at 6 h + 60 s). Without the forecast nothing pends
+    # and nothing changes until 12 h.
+    # 7 h: the burst binds at once on the slices of both GPUs - more than GPU 0's own slices.
+    pods = [pod("a%d" % i, 1800 * i, 1800 * i + 600, milli=100) for i in range(10)] + \
+        [pod("b%d" % i, 7 * 3600, 8 * 3600, milli=100) for i in range(8)]
     dr, s = replay([node(gpus=2)], pods, sharing="replanned", replan_every_h=6, replan_min_interval_h=6,
                    reconfigure_s=60)
-    assert dr.bind[0] == 60  # the first pod waits for the first re-plan
-    assert dr.bind[-1] == 7 * 3600
-    assert s["reconfigured_gpus"] >= 1
+    assert dr.bind[:10] == [60] + [1800 * i for i in range(1, 10)]
+    assert dr.rp.log == [(0.0, 1), (6 * 3600.0, 1)]  # one GPU laid out at 0, the other by the 6 h forecast
+    assert units(dr, 0, 0) == ["1g.10gb"] * 2  # the layout for the 2 units of demand at 0
+    at_once = dr.bind[10:].count(7 * 3600)
+    assert at_once > 2 and "gpu" not in units(dr, 0, 1), (dr.bind[10:], units(dr, 0, 1))
+    assert s["reconfigured_gpus"] == 2
 
 
 @pytest.mark.parametrize("value, total, gpus", [(3, 100, 3), ("5%", 6212, 310), ("0.01%", 100, 1), ("7", 10, 7),
