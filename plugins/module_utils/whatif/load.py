@@ -143,7 +143,7 @@ def nested_order(nodes: Sequence[Any], seed: int) -> List[Any]:
     return out + cpu_only[j:]
 
 
-def prefix_for(order: Sequence[Any], gpus: int) -> int:
+def prefix_for(order: Sequence[Any], gpus: float) -> int:
     """The number of nodes of ``order`` whose prefix is the shortest with at least ``gpus`` GPUs (all of them when
     the nodes hold fewer)."""
     got = 0
@@ -157,7 +157,7 @@ def prefix_for(order: Sequence[Any], gpus: int) -> int:
     return len(order)
 
 
-def sample_gpus(nodes: Sequence[Any], gpus: int, seed: int) -> List[Any]:
+def sample_gpus(nodes: Sequence[Any], gpus: float, seed: int) -> List[Any]:
     """The nested, stratified sample of about ``gpus`` GPUs of ``seed``, in the node list's order."""
     order = nested_order(nodes, seed)
     keep = set(id(n) for n in order[:prefix_for(order, gpus)])
