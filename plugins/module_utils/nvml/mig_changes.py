@@ -9,7 +9,7 @@ uses. Split from the readers so that what only reads GPUs (``gpu_info``, check m
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -177,7 +177,7 @@ def destroy_instance(nvml: Any, index: int, gpu_instance_id: int) -> None:
 # Each returns (True, result) when the driver made the change although the call failed, so that it is not made
 # twice, and (False, None) when the action must run again.
 
-def settle_mig_mode(nvml, index, enabled):
+def settle_mig_mode(nvml: Any, index: int, enabled: bool) -> Tuple[bool, Optional[Dict[str, Any]]]:
     """The requested MIG mode is pending (or current) already: done."""
     invalidate(nvml, index)
     handle = _identity(nvml, index)["handle"]
@@ -187,7 +187,8 @@ def settle_mig_mode(nvml, index, enabled):
     return False, None
 
 
-def settle_destroy(nvml, index, gpu_instance_id, placement):
+def settle_destroy(nvml: Any, index: int, gpu_instance_id: int,
+                   placement: Mapping[str, Any]) -> Tuple[bool, None]:
     """GPU instance ``gpu_instance_id`` is gone: done. Still there at the planned ``placement``: destroy it
     again (its remaining CIs first). Another instance under that id is not the planned one: GpuOpsError."""
     handle = _identity(nvml, index)["handle"]
@@ -200,7 +201,8 @@ def settle_destroy(nvml, index, gpu_instance_id, placement):
     return True, None
 
 
-def settle_create(nvml, index, gi_profile, start, compute_instances):
+def settle_create(nvml: Any, index: int, gi_profile: Any, start: int,
+                  compute_instances: Sequence[int]) -> Tuple[bool, Optional[List[Dict[str, Any]]]]:
     """A GPU instance of ``gi_profile`` at ``start`` with the planned compute instances: done (no second
     create). One there with fewer CIs is what the failed try left half-made (the slot was free when the
     run planned it, under the host lock): it is destroyed, and the create runs again."""

@@ -29,7 +29,7 @@ valid). scipy and numpy are imported lazily.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
@@ -60,7 +60,8 @@ class _Model(object):
         self.lo, self.hi, self.cost, self.integer = [], [], [], []
         self.rows = []
 
-    def var(self, name, cost=0.0, lo=0.0, hi=None, integer=True):
+    def var(self, name: Any, cost: float = 0.0, lo: float = 0.0, hi: Optional[float] = None,
+            integer: bool = True) -> int:
         self.names.append(name)
         self.lo.append(lo)
         self.hi.append(float("inf") if hi is None else hi)
@@ -68,10 +69,10 @@ class _Model(object):
         self.integer.append(1 if integer else 0)
         return len(self.names) - 1
 
-    def row(self, coefs, lo=None, hi=None):
+    def row(self, coefs: Mapping[int, float], lo: Optional[float] = None, hi: Optional[float] = None) -> None:
         self.rows.append((dict(coefs), -float("inf") if lo is None else lo, float("inf") if hi is None else hi))
 
-    def solve(self, time_limit=None, relax=False):
+    def solve(self, time_limit: Optional[float] = None, relax: bool = False) -> Any:
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_matrix
@@ -90,7 +91,7 @@ class _Model(object):
             mat = coo_matrix((v, (r, c)), shape=(len(self.rows), n)).tocsr()
             cons = [LinearConstraint(mat, np.array(lo), np.array(hi))]
         integrality = np.zeros(n) if relax else np.array(self.integer)
-        opts = {"disp": False}
+        opts: Dict[str, Any] = {"disp": False}
         if time_limit:
             opts["time_limit"] = float(time_limit)
         res = milp(np.array(self.cost), constraints=cons, integrality=integrality,

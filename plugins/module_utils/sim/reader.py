@@ -75,7 +75,7 @@ class SimReader(MigReads, Backend):
     def _save(self):
         save_state(self.path, self.state)
 
-    def sleep(self, seconds):
+    def sleep(self, seconds: float) -> None:
         """Backoff between retries (``nvml.retry``): the simulator records the wait and does not wait."""
         self.slept = getattr(self, "slept", []) + [seconds]
 

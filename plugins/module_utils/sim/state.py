@@ -43,7 +43,7 @@ import os
 import random
 import tempfile
 import uuid as uuidlib
-from typing import Any, Dict, List, Optional, TYPE_CHECKING
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, TYPE_CHECKING
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -304,12 +304,13 @@ class _Shape(object):
     def __init__(self, path):
         self.path = path
 
-    def fail(self, field, what):
+    def fail(self, field: str, what: str) -> NoReturn:
         raise GpuOpsError("NVML simulator state file %s: %s %s; fix the file or recreate it with "
                           "gpuops.k8s.nvml_simulator (reset: true)" % (self.path, field, what),
                           path=self.path, field=field)
 
-    def get(self, obj, key, where, kind, required=True, nullable=False):
+    def get(self, obj: Mapping[str, Any], key: str, where: str, kind: str, required: bool = True,
+            nullable: bool = False) -> Any:
         if key not in obj:
             if required:
                 self.fail(_field(where, key), "is missing (%s)" % _KINDS[kind])
@@ -321,7 +322,7 @@ class _Shape(object):
             self.check(value, _field(where, key), kind)
         return value
 
-    def check(self, value, field, kind):
+    def check(self, value: Any, field: str, kind: str) -> None:
         if not _CHECKS[kind](value):
             self.fail(field, "must be %s, got %s" % (_KINDS[kind], json.dumps(value)[:60]))
 

@@ -27,6 +27,7 @@ with a NoSchedule taint, so the scheduler's first fit lands where the plan wants
 from __future__ import annotations
 
 import re
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
@@ -50,26 +51,26 @@ CAPACITIES = (
 )
 
 
-def counter_set_name(minor):
+def counter_set_name(minor: int) -> str:
     return "gpu-%d-counter-set" % int(minor)
 
 
-def memory_slice_counter(i):
+def memory_slice_counter(i: int) -> str:
     return "memory-slice-%d" % int(i)
 
 
-def profile_name_part(profile_name):
+def profile_name_part(profile_name: str) -> str:
     """``1g.10gb`` -> ``1g10gb``; ``1g.10gb+me`` -> ``1g10gb-me`` (dots dropped, then made a DNS label)."""
     text = re.sub(r"[^a-z0-9-]", "-", str(profile_name).lower().replace(".", ""))
     return text.strip("-")
 
 
-def mig_device_name(minor, profile, start):
+def mig_device_name(minor: int, profile: gpu_catalog.GiProfile, start: int) -> str:
     """The driver's name of MIG device ``profile`` (GiProfile) at memory slice ``start`` of GPU ``minor``."""
     return "gpu-%d-mig-%s-%d-%d" % (int(minor), profile_name_part(profile.name), profile.profile_id, int(start))
 
 
-def profile_capacities(model, profile):
+def profile_capacities(model: gpu_catalog.GpuModel, profile: gpu_catalog.GiProfile) -> Dict[str, int]:
     """``{capacity: int}`` of one GPU instance of ``profile``: SMs, engines (``catalog.profile_engines``), bytes."""
     if profile.sm is None:
         raise GpuOpsError("%s: the catalog has no multiprocessor count for %s; dynamic MIG needs it"
@@ -80,7 +81,7 @@ def profile_capacities(model, profile):
             "memory": int(profile.memory_mib) * MIB}
 
 
-def full_capacities(model):
+def full_capacities(model: gpu_catalog.GpuModel) -> Dict[str, int]:
     """The largest value of each capacity over all profiles (what the driver gives the counter set)."""
     out = {}
     for p in model.profiles:
@@ -113,7 +114,8 @@ def _gpu_model(g, node):
     return model
 
 
-def gpu_resources(node, host, g):
+def gpu_resources(node: str, host: Mapping[str, Any],
+                  g: Mapping[str, Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """``(counter_sets, devices)`` the driver publishes for one GPU of ``host`` (its gpu_info facts)."""
     model = _gpu_model(g, node)
     minor = int(g.get("minor", g["index"]))
@@ -155,7 +157,7 @@ def gpu_resources(node, host, g):
     return [{"name": cset, "counters": _counters(full, 0, model.memory_slices)}], devices
 
 
-def resource_slices(node, host, generation=1):
+def resource_slices(node: Any, host: Any, generation: int = 1) -> List[Dict[str, Any]]:
     """The ResourceSlices of one node in dynamic MIG mode: the counter slice first, then the device slices."""
     if not validation.DNS1123_SUBDOMAIN_RE.match(str(node or "")) or len(str(node)) > 253:
         raise GpuOpsError("node name %r is not a valid Kubernetes node name" % (node,))
@@ -202,7 +204,7 @@ def _qty_int(text):
     return int(text[:-2]) * MIB if text.endswith("Mi") else int(text)
 
 
-def slice_devices(slices):
+def slice_devices(slices: Optional[Sequence[Any]]) -> Tuple[Dict[str, Any], Dict[str, Dict[str, int]]]:
     """``{device name: device}`` and ``{counter set: {counter: int}}`` of a node's slices."""
     devices, sets = {}, {}
     for s in slices or []:
@@ -214,7 +216,7 @@ def slice_devices(slices):
     return devices, sets
 
 
-def admission(slices):
+def admission(slices: Optional[Sequence[Any]]) -> Callable[[List[str]], bool]:
     """A function ``admit(names)``: whether the devices ``names`` of ``slices`` can be allocated together (their
     counters fit their counter sets), as the scheduler checks it."""
     devices, sets = slice_devices(slices)
@@ -234,12 +236,13 @@ def admission(slices):
     return admit
 
 
-def counters_admit(slices, names):
+def counters_admit(slices: Optional[Sequence[Any]], names: Iterable[str]) -> bool:
     """Whether the devices ``names`` can be allocated together (their counters fit their counter sets)."""
     return admission(slices)(list(names))
 
 
-def first_fit(slices, profiles, closed=()):
+def first_fit(slices: Optional[Sequence[Any]], profiles: Iterable[Any],
+              closed: Iterable[str] = ()) -> List[Optional[str]]:
     """The scheduler's rule as a model: each request (a profile) takes the first open device, in slice order,
     whose counters still fit. Returns the device names (None where nothing fits)."""
     order = []
@@ -271,7 +274,7 @@ def _gpu_of(device):
     return int(m.group(1)) if m else None
 
 
-def steering_rules(slices, open_map, effect="NoSchedule"):
+def steering_rules(slices: Sequence[Any], open_map: Any, effect: str = "NoSchedule") -> List[Dict[str, Any]]:
     """DeviceTaintRules closing every device of the GPUs in ``open_map`` but the open placements.
 
     ``open_map``: ``{"<gpu index>": [{"profile": "4g.40gb", "start": 0}, ...]}`` (an empty list closes the GPU).
@@ -281,7 +284,7 @@ def steering_rules(slices, open_map, effect="NoSchedule"):
     devices, _sets = slice_devices(slices)
     if not devices:
         raise GpuOpsError("no devices in the slices given: pass the node's slices from dra_resource_slices")
-    pools = set()
+    pools: Set[Tuple[Any, Any]] = set()
     for s in slices:
         spec = s.get("spec") or {}
         if spec.get("devices"):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
@@ -47,7 +48,7 @@ FIELDS = ("gpus", "nodes", "usd_per_hour", "utilisation_pct", "held_pct", "node_
           "served_pods_pct", "start_delay_p95_s", "never_placed_pct", "gpu_hours_provisioned", "replays")
 
 
-def check(value):
+def check(value: Any) -> Optional[Dict[str, float]]:
     """The ``capacity_search`` option -> ``{target: value}`` (None: no search)."""
     if value is None:
         return None
@@ -113,7 +114,7 @@ class BoundedReplay(departures.DepartureReplay):
             self.next_check = t + self.every
             self.check_hopeless(t)
 
-    def check_hopeless(self, t):
+    def check_hopeless(self, t: float) -> None:
         np = self.np
         if self.never_max is not None and self.deleted_pending > self.never_max:
             raise Hopeless()
@@ -133,11 +134,11 @@ class BoundedReplay(departures.DepartureReplay):
 class _NoFrag(object):
     """The fragmentation measure, skipped: a replay with departures reads it only to score ``fgd``."""
 
-    def update(self, *args):
+    def update(self, *args: Any) -> None:
         return None
 
 
-def meets(summary, target, pods):
+def meets(summary: Mapping[str, Any], target: Mapping[str, float], pods: int) -> bool:
     if "served_pct" in target and (summary["served_pct"] is None or summary["served_pct"] < target["served_pct"]):
         return False
     if "start_delay_p95_s" in target and (summary["pending_p95_s"] or 0.0) > target["start_delay_p95_s"]:
@@ -147,7 +148,7 @@ def meets(summary, target, pods):
     return True
 
 
-def peak_request(seq):
+def peak_request(seq: Sequence[Any]) -> float:
     """The peak of the concurrent GPU request (GPUs) of the pods' own times."""
     ev = []
     for p in seq:
@@ -181,14 +182,14 @@ class Prober(object):
         self.replays = 0
         self.pos = dict((id(n), i) for i, n in enumerate(order))
 
-    def gpus(self, k):
+    def gpus(self, k: int) -> int:
         return self.cum[k - 1] if k > 0 else 0
 
-    def nodes(self, k):
+    def nodes(self, k: int) -> List[Any]:
         chosen = self.order[:k]
         return sorted(chosen, key=lambda n: n.name)
 
-    def summary(self, k):
+    def summary(self, k: int) -> Optional[Dict[str, Any]]:
         """The summary at ``k`` nodes, or None when it stopped early (the target cannot be met)."""
         if k in self.cache:
             return self.cache[k]
@@ -230,11 +231,11 @@ class Prober(object):
         self.cache[k] = out
         return out
 
-    def met(self, k):
+    def met(self, k: int) -> bool:
         s = self.summary(k)
         return bool(s and s["_met"])
 
-    def search(self, guess_gpus=None):
+    def search(self, guess_gpus: Optional[float] = None) -> Tuple[int, bool]:
         """``(k, met)``: the fewest nodes of the order that meet the target (the largest size when none does)."""
         n = len(self.order)
         if guess_gpus is None:
@@ -271,7 +272,7 @@ class Prober(object):
         return hi, True
 
 
-def at_size(prober, k, met, prices):
+def at_size(prober: Any, k: int, met: bool, prices: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     s = prober.summary(k)
     if s is None:  # the largest size stopped early: replay it to the end for its figures
         prober.target_saved = prober.target
@@ -280,7 +281,7 @@ def at_size(prober, k, met, prices):
         s = prober.summary(k)
         prober.target = prober.target_saved
     nodes = s["_nodes"]
-    per_gpu = [trace_models.price_of(nd.model, prices) for nd in nodes for dummy in range(nd.gpus)]
+    per_gpu: List[Any] = [trace_models.price_of(nd.model, prices) for nd in nodes for dummy in range(nd.gpus)]
     usd = round(sum(per_gpu), 2) if per_gpu and all(x is not None for x in per_gpu) else None
     cap = {"gpus": prober.gpus(k), "nodes": k, "met": met, "usd_per_hour": usd,
            "utilisation_pct": s["utilisation_pct"], "held_pct": s["held_pct"], "node_hours_held": s["node_hours_held"],
@@ -292,14 +293,16 @@ def at_size(prober, k, met, prices):
     return cap, summary
 
 
-def combine(caps, seeds):
+def combine(caps: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> Dict[str, Any]:
     out = prepare.combine(caps, seeds, FIELDS) if len(caps) > 1 else dict(caps[0])
     out["met"] = all(c["met"] for c in caps)
     out["met_seeds"] = sum(1 for c in caps if c["met"])
     return out
 
 
-def search(p, nodes_all, pods, target, build, progress=None):
+def search(p: Mapping[str, Any], nodes_all: Sequence[Any], pods: Sequence[Any], target: Mapping[str, float],
+           build: Callable[..., Any], progress: Optional[Callable[..., Any]] = None
+           ) -> Tuple[List[Tuple[str, str]], Dict[Tuple[str, str], Dict[str, List[Any]]]]:
     """Per run: ``(capacity, summaries at the size found per seed)``; see the module doc. ``build(cluster, nodes,
     pods, seq, rng, scoring, sharing, p)`` -> ``(engine, replanner)`` (timed.build)."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine

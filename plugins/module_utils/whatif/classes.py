@@ -23,6 +23,7 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 MILLI = 1000.0
 SHORT_S = 3600.0
@@ -40,7 +41,7 @@ def _percentile(values, q):
     return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
 
 
-def shape_of(pod):
+def shape_of(pod: Any) -> str:
     if not pod.num_gpu:
         return "cpu"
     if pod.num_gpu > 1:
@@ -48,20 +49,22 @@ def shape_of(pod):
     return "shared" if pod.gpu_milli < MILLI else "whole"
 
 
-def life_of(pod):
+def life_of(pod: Any) -> str:
     if pod.deletion_time is None:
         return "long"
     return "short" if pod.deletion_time - pod.creation_time < SHORT_S else "long"
 
 
-def classes_of(pod):
+def classes_of(pod: Any) -> List[str]:
     out = [shape_of(pod), life_of(pod)]
     if pod.qos:
         out.append("qos:%s" % pod.qos)
     return out
 
 
-def by_class(seq, arrivals, bind, end, deletion, ran=None, prio=None):
+def by_class(seq: Sequence[Any], arrivals: Sequence[Sequence[Any]], bind: Sequence[Optional[float]], end: float,
+             deletion: Callable[[int], float], ran: Optional[Callable[[int, float], float]] = None,
+             prio: Optional[Sequence[int]] = None) -> Dict[str, Dict[str, Any]]:
     """``{class: {pods, served_pct, served_pods_pct, start_delay_p95_s, pods_never_placed}}`` of one replay.
     ``seq``: the Pods replayed (times), ``arrivals``: their engine tuples (request milli at index 4), ``bind``:
     the time each was bound (None: never), ``end``: the window's end, ``deletion(k)``: pod k's deletion time
@@ -107,7 +110,7 @@ def _order(c):
     return (fixed.index(c), c) if c in fixed else (len(fixed), c)
 
 
-def combine(per_seed):
+def combine(per_seed: Sequence[Mapping[str, Mapping[str, Any]]]) -> Mapping[str, Mapping[str, Any]]:
     """Means over seeds of each class's fields (classes missing in a seed are left out of its mean)."""
     if len(per_seed) == 1:
         return per_seed[0]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
@@ -49,7 +50,7 @@ SUMMARY_FIELDS = ("gpu_hours_held", "gpu_hours_allocated", "gpu_hours_requested"
                   "gpu_hours_provisioned", "utilisation_pct", "held_pct", "node_hours_held", "served_pods_pct")
 
 
-def check_times(pods):
+def check_times(pods: Iterable[Any]) -> Optional[float]:
     """Every pod needs a creation time; returns the trace's end (the latest creation or deletion time)."""
     end = None
     for i, p in enumerate(pods):
@@ -63,7 +64,7 @@ def check_times(pods):
     return end
 
 
-def percentile(values, q):
+def percentile(values: Iterable[float], q: float) -> Optional[float]:
     """The ``q``-th percentile (0..100) by linear interpolation, None for no values."""
     vals = sorted(values)
     if not vals:
@@ -116,7 +117,7 @@ class DepartureReplay(object):
         self.provisioned = engine.c.total_gpus  # GPUs provisioned now (autoscaler.py changes it)
 
     # ------------------------------------------------------------------ events
-    def push(self, t, typ, payload):
+    def push(self, t: float, typ: int, payload: Any) -> None:
         self.counter += 1
         heapq.heappush(self.heap, (t, typ, self.counter, payload))
 
@@ -166,19 +167,19 @@ class DepartureReplay(object):
             self.rp.left(node, t)  # replan_node.py: a node waiting to drain
         return True
 
-    def started(self, k):
+    def started(self, k: int) -> float:
         """When pod ``k``'s current binding began."""
         b = self.last_bind.get(k)
         return self.bind[k] if b is None else b
 
-    def evict(self, k, t):
+    def evict(self, k: int, t: float) -> None:
         """Preemption: pod ``k`` leaves now and goes back to the pending queue (see :meth:`flush`)."""
         self.evicted_run[k] = self.evicted_run.get(k, 0.0) + (t - self.started(k))
         self._leave(k, t)
         self.last_bind[k] = None
         self.evicted_now.append(k)
 
-    def flush(self):
+    def flush(self) -> bool:
         """Evicted pods join the pending queue (at its end), keeping their deletion time; True if any did."""
         if not self.evicted_now:
             return False
@@ -190,7 +191,7 @@ class DepartureReplay(object):
         self.evicted_now = []
         return True
 
-    def run_seconds(self, k, stop):
+    def run_seconds(self, k: int, stop: float) -> float:
         """Seconds pod ``k`` ran up to ``stop`` (its deletion or the trace's end), over all its bindings."""
         b = self.bind[k]
         if b is None:
@@ -230,12 +231,12 @@ class DepartureReplay(object):
             self.next_sample += self.step
         self.last = max(self.last, t)
 
-    def provisioned_gpus(self):
+    def provisioned_gpus(self) -> int:
         """GPUs provisioned now (integrated into ``gpu_hours_provisioned``): the static cluster's GPUs, or with
         an autoscaler (autoscaler.py) the GPUs of the nodes up or booting, which it keeps in ``provisioned``."""
         return self.provisioned
 
-    def held_nodes_now(self):
+    def held_nodes_now(self) -> int:
         """Nodes with at least one pod (or a GPU being reconfigured): those that could not be released now."""
         busy = self.e.pods_left != self.e.c.pods
         used = getattr(self.e, "used", None)
@@ -253,11 +254,11 @@ class DepartureReplay(object):
         self.held_peak = max(self.held_peak, self.held)
 
     # ------------------------------------------------------------------ the loop
-    def running_and_pending(self):
+    def running_and_pending(self) -> Tuple[List[int], List[int]]:
         """``(running, pending)``: arrival indices of the pods bound now and of those waiting."""
         return list(self.where), list(self.pending)
 
-    def run(self):
+    def run(self) -> DepartureReplay:
         for k, p in enumerate(self.seq):
             self.push(float(p.creation_time), ARR, k)
         if self.rp is not None:
@@ -323,7 +324,7 @@ class DepartureReplay(object):
         return self
 
 
-def summarise(dr):
+def summarise(dr: DepartureReplay) -> Dict[str, Any]:
     """The summary of a finished DepartureReplay (see the module docstring)."""
     end = dr.end
     req_s = served_s = 0.0
@@ -384,7 +385,7 @@ def _r(value):
     return None if value is None else round(float(value), 1)
 
 
-def mean_timeline(timelines):
+def mean_timeline(timelines: Sequence[List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
     """Point-by-point mean of the timelines of several seeds (the common length)."""
     if len(timelines) == 1:
         return timelines[0]

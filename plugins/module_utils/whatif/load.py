@@ -25,13 +25,14 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 import random
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 
 WINDOWS = ("active", "whole")
 
 
-def check(p):
+def check(p: Dict[str, Any]) -> None:
     """``window``, ``load_factor`` and ``cluster_gpus`` of the normalised params (in place)."""
     if p.get("window") is None:
         p["window"] = "active"
@@ -61,7 +62,7 @@ def check(p):
 PRE_EXISTING_MAX = 0.05  # share of the pods created before the first deletion that marks a recording's start
 
 
-def window_start(seq):
+def window_start(seq: Sequence[Any]) -> float:
     """The active window's start: the trace's first deletion when at most ``PRE_EXISTING_MAX`` (5 %) of the pods
     were created before it (a recording that began with them running), else the first creation."""
     first = min(p.creation_time for p in seq)
@@ -73,7 +74,7 @@ def window_start(seq):
     return first
 
 
-def retime(seq, window="active", factor=1.0):
+def retime(seq: Sequence[Any], window: str = "active", factor: float = 1.0) -> Tuple[List[Any], float]:
     """``(pods with new times, end)``: the window and the load factor applied (see the module doc). ``end`` is the
     replay's end: the latest creation or deletion time of the result."""
     if not seq:
@@ -94,7 +95,7 @@ def retime(seq, window="active", factor=1.0):
     return out, end
 
 
-def nested_order(nodes, seed):
+def nested_order(nodes: Sequence[Any], seed: int) -> List[Any]:
     """The node list in the order whose prefixes are the nested samples of ``seed`` (see the module doc)."""
     rng = random.Random("cluster-gpus-%d" % seed)
     strata = {}
@@ -113,7 +114,7 @@ def nested_order(nodes, seed):
     got = 0
     order = []
     while len(order) < total and any(pos[m] < len(strata[m]) for m in strata):
-        best = None
+        best: Any = None  # (behind, model) once a model with nodes left is seen
         for m in sorted(strata):
             if pos[m] >= len(strata[m]):
                 continue
@@ -142,7 +143,7 @@ def nested_order(nodes, seed):
     return out + cpu_only[j:]
 
 
-def prefix_for(order, gpus):
+def prefix_for(order: Sequence[Any], gpus: float) -> int:
     """The number of nodes of ``order`` whose prefix is the shortest with at least ``gpus`` GPUs (all of them when
     the nodes hold fewer)."""
     got = 0
@@ -156,7 +157,7 @@ def prefix_for(order, gpus):
     return len(order)
 
 
-def sample_gpus(nodes, gpus, seed):
+def sample_gpus(nodes: Sequence[Any], gpus: float, seed: int) -> List[Any]:
     """The nested, stratified sample of about ``gpus`` GPUs of ``seed``, in the node list's order."""
     order = nested_order(nodes, seed)
     keep = set(id(n) for n in order[:prefix_for(order, gpus)])

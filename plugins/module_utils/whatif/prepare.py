@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
@@ -21,7 +22,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import workload
 MILLI = 1000
 
 
-def sample(nodes, k, seed):
+def sample(nodes: Sequence[Any], k: int, seed: int) -> List[Any]:
     """``k`` nodes drawn without replacement (seeded), in their original order."""
     if k is None or k >= len(nodes):
         return list(nodes)
@@ -33,7 +34,7 @@ def sample(nodes, k, seed):
     return out
 
 
-def layouts_for(sharing, nodes, p, table=None):
+def layouts_for(sharing: str, nodes: Sequence[Any], p: Mapping[str, Any], table: Any = None) -> Any:
     """Unit layouts for the unit-model sharing modes (validated)."""
     if sharing == "mig":
         return whatif_mig.static_layouts(nodes, p["mig_config"], p["mig_shape"], table)
@@ -42,7 +43,8 @@ def layouts_for(sharing, nodes, p, table=None):
     return whatif_mig.exclusive_layouts(nodes, table)
 
 
-def arrivals_for(pods, capacity_milli, p, seed):
+def arrivals_for(pods: Sequence[Any], capacity_milli: int, p: Mapping[str, Any],
+                 seed: int) -> Tuple[List[Any], random.Random, int, int]:
     """The arrival sequence of one seed: ``(pods in order, rng after drawing, added, removed)``."""
     rng = random.Random(seed)
     seq = workload.ordered(pods, p["order"], rng)
@@ -56,12 +58,12 @@ def _per_gpu_milli(pod, sharing):
     return pod.gpu_milli
 
 
-def engine_arrivals(seq, sharing):
+def engine_arrivals(seq: Sequence[Any], sharing: str) -> List[Tuple[Any, ...]]:
     return [(p.cpu_milli, p.memory_mib, p.num_gpu, _per_gpu_milli(p, sharing), p.num_gpu * p.gpu_milli, p.gpu_spec)
             for p in seq]
 
 
-def typical_for(pods, sharing, threshold=95):
+def typical_for(pods: Sequence[Any], sharing: str, threshold: float = 95) -> Any:
     shapes = [(workload.nonzero_cpu(p.cpu_milli), _per_gpu_milli(p, sharing), p.num_gpu, p.gpu_spec) for p in pods]
     return workload.typical_pods(shapes, threshold)
 
@@ -83,7 +85,7 @@ def _r(value, digits=2):
     return None if value is None else round(float(value), digits)
 
 
-def combine(summaries, seeds, fields):
+def combine(summaries: Sequence[Mapping[str, Any]], seeds: Sequence[int], fields: Sequence[str]) -> Dict[str, Any]:
     if len(summaries) == 1:
         return dict(summaries[0])
     out = {}
@@ -105,7 +107,7 @@ def _single(values):
     return values[0] if len(values) == 1 else values
 
 
-def describe_cluster(nodes):
+def describe_cluster(nodes: Sequence[Any]) -> Dict[str, Any]:
     models = {}
     for n in nodes:
         if n.gpus:
@@ -120,7 +122,9 @@ def _cluster_of(clusters, p):
     return clusters[0] if p["sample_nodes"] is None else dict(clusters[0], sampled=p["sample_nodes"])
 
 
-def replay_runs(p, nodes_all, pods, replay_one, mean_curve, fields, timing, progress=None):
+def replay_runs(p: Dict[str, Any], nodes_all: Sequence[Any], pods: Sequence[Any], replay_one: Callable[..., Any],
+                mean_curve: Callable[..., Any], fields: Sequence[str],
+                timing: Tuple[float, float, Callable[[], float]], progress: Any = None) -> Dict[str, Any]:
     """Every ``sharing`` x ``scoring`` of ``p`` replayed per seed on the same arrival sequence, and the result
     dict ``runner.run`` returns (``curve``, ``summary``, ``runs``, ``cluster``, ``workload``, ``prices``,
     ``timing``, ``params``).

@@ -10,6 +10,8 @@ Pure Python, Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import writer
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import stats
@@ -30,7 +32,7 @@ def _sd(cap, field, pattern=" ± %.1f"):
     return pattern % s["stdev"] if s else ""
 
 
-def capacity_table(result):
+def capacity_table(result: Mapping[str, Any]) -> str:
     rows = []
     for label, cap in result["capacity"].items():
         n = len(cap.get("per_seed") or [cap])
@@ -42,7 +44,7 @@ def capacity_table(result):
     return writer.table(CAP_HEADERS, rows, ["l"] + ["r"] * (len(CAP_HEADERS) - 1))
 
 
-def paired_table(paired, key):
+def paired_table(paired: Mapping[str, Any], key: str) -> str:
     diffs = paired.get(key) or {}
     fields = []
     for row in diffs.values():
@@ -54,7 +56,7 @@ def paired_table(paired, key):
     return writer.table(["vs %s" % paired["baseline"]] + fields, rows, ["l"] + ["r"] * len(fields))
 
 
-def class_table(runs, labels):
+def class_table(runs: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
     classes = []
     for r in runs:
         for c in r["summary"].get("by_class") or {}:
@@ -71,14 +73,14 @@ def class_table(runs, labels):
     return writer.table(headers, rows, ["l"] + ["r"] * len(labels))
 
 
-def picture(result, title=None):
+def picture(result: Mapping[str, Any], title: Optional[str] = None) -> str:
     caps = result["capacity"]
     labels = list(caps)
     return svg.bar_chart(labels, [{"name": "GPUs needed (mean over seeds)", "values": [caps[k]["gpus"] for k in labels]}],
                          title or "GPUs needed at the service target, per strategy", "GPUs")
 
 
-def render(result, labels, prefix=""):
+def render(result: Mapping[str, Any], labels: Sequence[str], prefix: str = "") -> Tuple[List[str], Dict[str, str]]:
     """``(markdown lines, {picture: svg})`` of the capacity part (empty without ``capacity``)."""
     md = []
     pics = {}

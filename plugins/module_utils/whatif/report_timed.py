@@ -10,6 +10,8 @@ Pure Python, Python 3.9 compatible.
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import writer
 
@@ -29,7 +31,7 @@ def _sd(summary, field):
     return " ± %.2f" % s["stdev"] if s else ""
 
 
-def rows(runs):
+def rows(runs: Sequence[Mapping[str, Any]]) -> List[List[str]]:
     """The table rows (also used by benchmarks/whatif_replanned.py)."""
     out = []
     for r in runs:
@@ -58,7 +60,7 @@ def _sampled(cl):
     return (", a sample of %d nodes" % cl["sampled"]) if cl.get("sampled") else ""
 
 
-def render(result, title=None, prefix=""):
+def render(result: Mapping[str, Any], title: Optional[str] = None, prefix: str = "") -> Tuple[str, Dict[str, str]]:
     """``(markdown, {picture name: svg})``."""
     runs = result["runs"]
     names = [prefix + n for n in PICTURES]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import data as whatif_data
@@ -54,7 +55,7 @@ SUMMARY_FIELDS = ("allocated_pct_at_100", "served_pct_at_100", "frag_pct_at_100"
                   "unscheduled_pods_at_100", "unscheduled_pods", "gpu_hours_saved", "cost_per_hour",
                   "cost_per_served_gpu_hour", "cost_saved_per_hour")
 
-DEFAULTS = {
+DEFAULTS: Dict[str, Any] = {
     "nodes_csv": None, "pods_csv": None, "nodes": None, "pods": None,
     "scoring": ["kube-default"], "sharing": ["exclusive"], "inflation": 1.3, "order": "shuffle",
     "seed": 42, "seeds": None, "sample_nodes": None, "pods_per_node": None,
@@ -82,9 +83,9 @@ def _as_list(value, name):
     raise GpuOpsError("%s must be a string or a list of strings, not %r" % (name, value))
 
 
-def normalise(params):
+def normalise(params: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """Defaults filled in and every option checked; returns a new dict."""
-    p = dict(DEFAULTS)
+    p: Dict[str, Any] = dict(DEFAULTS)
     for k, v in (params or {}).items():
         if v is not None or k not in p:
             p[k] = v
@@ -197,7 +198,7 @@ def _check_capacity(p):
             raise GpuOpsError("baseline %r is not one of the runs: %s" % (b, ", ".join(labels)), valid=labels)
 
 
-def run_labels(p):
+def run_labels(p: Mapping[str, Any]) -> List[str]:
     """The names of the runs: ``sharing`` (one scoring), ``sharing/scoring`` otherwise; both are accepted."""
     out = []
     for sh in p["sharing"]:
@@ -208,7 +209,7 @@ def run_labels(p):
     return out
 
 
-def load_inputs(p):
+def load_inputs(p: Mapping[str, Any]) -> Tuple[List[Any], List[Any]]:
     """``(nodes, pods)`` from the CSV files or the lists."""
     nodes = whatif_data.read_nodes_csv(p["nodes_csv"]) if p["nodes_csv"] is not None else whatif_data.nodes_from_list(p["nodes"])
     pods = whatif_data.read_pods_csv(p["pods_csv"]) if p["pods_csv"] is not None else whatif_data.pods_from_list(p["pods"])
@@ -219,7 +220,8 @@ def load_inputs(p):
     return nodes, pods
 
 
-def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, progress=None):
+def replay(cluster: Any, nodes: Sequence[Any], pods: Sequence[Any], seq: Sequence[Any], rng: Any, scoring: str,
+           sharing: str, p: Mapping[str, Any], layouts: Any = None, progress: Any = None) -> Tuple[Any, Any]:
     """One replay -> (events, engine). ``rng`` continues the arrival draw's stream."""
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
@@ -228,14 +230,15 @@ def replay(cluster, nodes, pods, seq, rng, scoring, sharing, p, layouts=None, pr
     typ = whatif_frag.Typical(typical_for(pods, sharing, p["typical_threshold"]), cluster.models)
     arr = engine_arrivals(seq, sharing)
     if sharing in ("exclusive", "fractional"):
-        r = whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, p["percentage_of_nodes_to_score"], tie)
+        r: Any = whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, p["percentage_of_nodes_to_score"], tie)
     else:
         table, lay = layouts
         r = whatif_engine.SliceReplay(cluster, arr, scoring, table, lay, typ, rng, p["percentage_of_nodes_to_score"], tie)
     return r.run(progress), r
 
 
-def summarise(events, engine, cluster, seq, p, curve_points):
+def summarise(events: Any, engine: Any, cluster: Any, seq: Sequence[Any], p: Mapping[str, Any],
+              curve_points: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import metrics
 
     cap = cluster.total_milli
@@ -247,9 +250,9 @@ def summarise(events, engine, cluster, seq, p, curve_points):
     alloc = float(events.allocated[i100]) if i100 >= 0 else 0.0
     served = float(events.served[i100]) if i100 >= 0 else 0.0
     saved_h = (whole - alloc) / MILLI
-    prices = [trace_models.price_of(n.model, p["prices"]) for n in cluster.nodes for dummy in range(n.gpus)]
+    prices: List[Any] = [trace_models.price_of(n.model, p["prices"]) for n in cluster.nodes for dummy in range(n.gpus)]
     priced = all(x is not None for x in prices) and prices
-    cost = sum(prices) if priced else None
+    cost: Any = sum(prices) if priced else None
     mean_price = cost / len(prices) if priced else None
     return {
         "allocated_pct_at_100": metrics.at(curve_points, 100),
@@ -265,12 +268,13 @@ def summarise(events, engine, cluster, seq, p, curve_points):
     }
 
 
-def combine(summaries, seeds, fields=SUMMARY_FIELDS):
+def combine(summaries: Sequence[Mapping[str, Any]], seeds: Sequence[int],
+            fields: Sequence[str] = SUMMARY_FIELDS) -> Dict[str, Any]:
     """Means over seeds, ``spread`` (stdev, min, max) and ``per_seed`` of ``fields``."""
     return prepare.combine(summaries, seeds, fields)
 
 
-def mean_curve(curves):
+def mean_curve(curves: Sequence[List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
     if len(curves) == 1:
         return curves[0]
     keys = ("allocated_pct", "frag_pct", "frag_ratio_pct", "served_pct")
@@ -287,7 +291,8 @@ def mean_curve(curves):
     return out
 
 
-def run(params, progress=None, clock=time.time):
+def run(params: Optional[Mapping[str, Any]], progress: Any = None,
+        clock: Callable[[], float] = time.time) -> Dict[str, Any]:
     """Everything the module returns (no report written here; see report.py)."""
     t0 = clock()
     p = normalise(params)

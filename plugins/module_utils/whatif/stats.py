@@ -15,19 +15,20 @@ Pure Python, Python 3.9 compatible.
 from __future__ import annotations
 
 import math
+from typing import Any, Container, Dict, Iterable, Mapping, Optional, Sequence, cast
 
 # Student's t, two-sided 95 % (0.975 quantile), by degrees of freedom 1..30; above: 1.96 (normal)
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
-def t975(df):
+def t975(df: int) -> Optional[float]:
     if df < 1:
         return None
     return T975[df - 1] if df <= len(T975) else 1.96
 
 
-def mean_ci(values):
+def mean_ci(values: Iterable[Optional[float]]) -> Dict[str, Any]:
     """``{mean, sd, ci95: [low, high], n}`` of ``values`` (None values left out); ci95 None under two values."""
     vals = [float(v) for v in values if v is not None]
     n = len(vals)
@@ -37,11 +38,11 @@ def mean_ci(values):
     if n < 2:
         return {"mean": round(m, 4), "sd": None, "ci95": None, "n": n}
     sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
+    half = cast(float, t975(n - 1)) * sd / math.sqrt(n)  # n >= 2 here: df >= 1
     return {"mean": round(m, 4), "sd": round(sd, 4), "ci95": [round(m - half, 4), round(m + half, 4)], "n": n}
 
 
-def verdict(ci):
+def verdict(ci: Optional[Mapping[str, Any]]) -> Optional[str]:
     if not ci or ci["ci95"] is None:
         return None
     lo, hi = ci["ci95"]
@@ -50,7 +51,8 @@ def verdict(ci):
     return "higher" if lo > 0 else "lower"
 
 
-def paired(per_run, baseline, fields, relative=()):
+def paired(per_run: Mapping[str, Sequence[Mapping[str, Any]]], baseline: str, fields: Sequence[str],
+           relative: Container[str] = ()) -> Dict[str, Dict[str, Dict[str, Any]]]:
     """``{run label: {field: {mean, sd, ci95, n, verdict}}}`` of the paired differences against ``baseline``.
 
     ``per_run``: ``{label: [per-seed dict]}`` (the same seeds, in the same order, for every label); ``relative``:
@@ -77,7 +79,7 @@ def paired(per_run, baseline, fields, relative=()):
     return out
 
 
-def fmt(ci, pattern="%+.2f"):
+def fmt(ci: Optional[Mapping[str, Any]], pattern: str = "%+.2f") -> str:
     """``+1.23 [0.50, 1.96]`` (or ``+1.23`` without an interval, ``n/a`` without a value)."""
     if not ci or ci["mean"] is None:
         return "n/a"

@@ -16,6 +16,7 @@ Requires numpy (the engines); controller side only.
 from __future__ import annotations
 
 import random
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import autoscaler
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import baselines
@@ -32,7 +33,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import stats
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import trace_models
 
 
-def initial_layouts(nodes, p, table):
+def initial_layouts(nodes: Sequence[Any], p: Mapping[str, Any], table: Any) -> Any:
     """Layouts ``replanned`` starts from: ``plan``, else ``mig_config``, else whole GPUs."""
     if p["plan"]:
         return whatif_mig.planned_layouts(nodes, p["plan"], p["mig_shape"], table)
@@ -41,7 +42,9 @@ def initial_layouts(nodes, p, table):
     return whatif_mig.exclusive_layouts(nodes, table)
 
 
-def build(cluster, nodes, pods, seq, rng, scoring, sharing, p, end=None, info=None):
+def build(cluster: Any, nodes: Sequence[Any], pods: Sequence[Any], seq: Sequence[Any], rng: random.Random,
+          scoring: str, sharing: str, p: Mapping[str, Any], end: Any = None,
+          info: Optional[Dict[str, Any]] = None) -> Tuple[Any, Any]:
     """The engine of one run (not yet replayed) and its Replanner (None but for ``replanned``). ``end``: the
     trace's end, for ``planned`` without a plan and ``hindsight`` (baselines.py), which put what they planned
     for in ``info`` (a dict)."""
@@ -74,15 +77,18 @@ def build(cluster, nodes, pods, seq, rng, scoring, sharing, p, end=None, info=No
     eng.use_kinds(kinds)
     budget = replanned.budget_gpus(p["replan_budget"], cluster.total_gpus)
     if p["replan_scope"] == "node":
-        rp = replan_node.NodeReplanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"],
-                                       budget, p["reconfigure_s"], drain=p["replan_drain"])
+        rp: Any = replan_node.NodeReplanner(eng, cluster, table, shapes, p["replan_every_h"],
+                                            p["replan_min_interval_h"], budget, p["reconfigure_s"],
+                                            drain=p["replan_drain"])
     else:
         rp = replanned.Replanner(eng, cluster, table, shapes, p["replan_every_h"], p["replan_min_interval_h"], budget,
                                  p["reconfigure_s"])
     return eng, rp
 
 
-def replay_strategy(cluster, nodes, pods, times, stop, rng, scoring, sharing, p, mapping, replay=None):
+def replay_strategy(cluster: Any, nodes: Sequence[Any], pods: Sequence[Any], times: Sequence[Any], stop: float,
+                    rng: random.Random, scoring: str, sharing: str, p: Mapping[str, Any], mapping: Any,
+                    replay: Optional[Callable[..., Any]] = None) -> Tuple[Any, Dict[str, Any]]:
     """One run with its strategies (priorities, autoscaler, node-level re-plans, planned baselines):
     ``(finished replay, summary)``. ``times``/``stop``: the retimed arrival sequence and its end; ``replay``: the
     DepartureReplay class (capacity.py's bounded one)."""
@@ -124,8 +130,9 @@ def replay_strategy(cluster, nodes, pods, times, stop, rng, scoring, sharing, p,
     return dr, summary
 
 
-def run(p, nodes_all, pods, t0, t_load, progress, clock):
-    end = departures.check_times(pods)
+def run(p: Dict[str, Any], nodes_all: Sequence[Any], pods: Sequence[Any], t0: float, t_load: float, progress: Any,
+        clock: Callable[[], float]) -> Dict[str, Any]:
+    end: Any = departures.check_times(pods)
     for sharing in p["sharing"]:
         if sharing == "mig" or (sharing == "planned" and p["plan"]):
             prepare.layouts_for(sharing, nodes_all, p)
@@ -144,7 +151,7 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
         return dr.timeline, summary
 
     out = {"departures": True}
-    fields = departures.SUMMARY_FIELDS
+    fields: Tuple[str, ...] = departures.SUMMARY_FIELDS
     if mapping is not None:
         fields += ("evictions",)
     if p["autoscaler"] is not None:
@@ -157,7 +164,7 @@ def run(p, nodes_all, pods, t0, t_load, progress, clock):
     return out
 
 
-def timed_seq(seq, end, p):
+def timed_seq(seq: Sequence[Any], end: float, p: Mapping[str, Any]) -> Tuple[Sequence[Any], float]:
     """The arrival sequence with the window and load factor applied (load.py) and the replay's end; the whole
     trace at load factor 1 keeps the trace's end (the FGD protocol's sequence as it was)."""
     if p["window"] == "whole" and p["load_factor"] == 1.0:
@@ -185,7 +192,7 @@ PAIRED = ("served_pct", "served_pods_pct", "utilisation_pct", "gpu_hours_held", 
 PAIRED_CAPACITY = ("gpus", "usd_per_hour", "utilisation_pct", "held_pct", "served_pct", "served_pods_pct")
 
 
-def finish(out, p, end):
+def finish(out: Dict[str, Any], p: Mapping[str, Any], end: float) -> None:
     """Window facts, by_class over seeds and the paired differences against the baseline."""
     out["workload"]["trace_end_hours"] = round(end / 3600.0, 2)
     out["workload"]["window"] = p["window"]
@@ -201,7 +208,8 @@ def finish(out, p, end):
                          "differences": stats.paired(per_run, _baseline(p), PAIRED, relative=("gpu_hours_held",))}
 
 
-def capacity_run(p, nodes_all, pods, end, t0, t_load, clock):
+def capacity_run(p: Dict[str, Any], nodes_all: Sequence[Any], pods: Sequence[Any], end: float, t0: float,
+                 t_load: float, clock: Callable[[], float]) -> Dict[str, Any]:
     """``runner.run`` with ``capacity_search`` (capacity.py)."""
     combos, found = capacity.search(p, nodes_all, pods, p["capacity_search"], build)
     runs = []
@@ -214,7 +222,7 @@ def capacity_run(p, nodes_all, pods, end, t0, t_load, clock):
                      "replay_seconds": []})
         per_run[label] = res["caps"]
     cl = prepare.describe_cluster(nodes_all)
-    out = {"departures": True, "curve": [], "summary": runs[0]["summary"], "runs": runs,
+    out: Dict[str, Any] = {"departures": True, "curve": [], "summary": runs[0]["summary"], "runs": runs,
            "capacity": dict((label, r["capacity"]) for r, (dummy_sh, dummy_sc, label) in zip(runs, _labels(p))),
            "target": dict(p["capacity_search"]),
            "cluster": dict(cl, searched_up_to_gpus=p.get("cluster_gpus") or cl["gpus"]),
