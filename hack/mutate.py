@@ -71,47 +71,86 @@ def _session(target):
     return os.path.join(CACHE, target.replace("plugins/module_utils/", "").replace("/", "_").replace(".py", ""))
 
 
-def _test_command(tests, extra=""):
-    return "%s -m pytest -x -q -p no:cacheprovider %s %s" % (sys.executable, extra, " ".join(tests))
-
-
 _TRACE = """
-import os, sys, threading, pytest
+import json, os, sys, threading, pytest
 path, out = sys.argv[1], sys.argv[2]
-lines = set()
+lines = {"": set()}
+cur = [""]
 real = {}
 def local(frame, event, arg):
     if event == "line":
-        lines.add(frame.f_lineno)
+        lines[cur[0]].add(frame.f_lineno)
     return local
 def glob(frame, event, arg):
     f = frame.f_code.co_filename
     if f not in real:
         real[f] = os.path.realpath(f)
     if real[f] == path:
-        lines.add(frame.f_lineno)
+        lines[cur[0]].add(frame.f_lineno)
         return local
     return None
+class PerTest:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        cur[0] = item.nodeid
+        lines.setdefault(item.nodeid, set())
+        yield
+        cur[0] = ""
 sys.settrace(glob)
 threading.settrace(glob)
-rc = pytest.main(sys.argv[3:])
+rc = pytest.main(sys.argv[3:], plugins=[PerTest()])
 sys.settrace(None)
 with open(out, "w") as f:
-    f.write(" ".join(str(n) for n in sorted(lines)))
+    json.dump({"collect": sorted(lines.pop("")), "tests": [[k, sorted(v)] for k, v in lines.items()]}, f)
 sys.exit(int(rc))
 """
 
 
-def baseline(target, tests, lines_out):
-    """Run the tests once unmutated (they must pass), recording the lines of ``target`` they execute: a mutant on
-    a line no test runs survives without being run. Returns the seconds it took."""
+def baseline(target, tests, base):
+    """Run the tests once unmutated (they must pass), recording the lines of ``target`` each test executes (and
+    those run at import): a mutant runs only the tests that execute its line, and a mutant on a line no test runs
+    survives without being run. Keeps a pristine copy of ``target`` (base.orig). Returns the seconds it took."""
     t0 = time.time()
-    cmd = [sys.executable, "-c", _TRACE, os.path.realpath(os.path.join(TREE, target)), lines_out,
+    shutil.copy2(os.path.join(TREE, target), base + ".orig")
+    cmd = [sys.executable, "-c", _TRACE, os.path.realpath(os.path.join(TREE, target)), base + ".map",
            "-x", "-q", "-p", "no:cacheprovider"] + tests
-    r = subprocess.run(cmd, cwd=TREE, capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    r = subprocess.run(cmd, cwd=TREE, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"))
     if r.returncode != 0:
         sys.exit("make mutate: the tests fail unmutated (%s):\n%s" % (" ".join(tests), r.stdout[-3000:]))
+    import json
+    with open(base + ".map") as f:
+        cov = json.load(f)
+    run = set(cov["collect"]).union(*[set(ls) for _, ls in cov["tests"]])
+    with open(base + ".lines", "w") as f:
+        f.write(" ".join(str(n) for n in sorted(run)))
     return time.time() - t0
+
+
+def run_tests(base, target):
+    """cosmic-ray's test command: the tests that execute the mutated lines (all of them when a mutated line runs
+    at import), `-x`; exit 0 (survived) when none does."""
+    import difflib
+    import json
+    with open(base + ".orig") as f:
+        old = f.read().splitlines()
+    with open(os.path.join(TREE, target)) as f:
+        new = f.read().splitlines()
+    changed = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            changed.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    with open(base + ".map") as f:
+        cov = json.load(f)
+    if changed & set(cov["collect"]):
+        ids = [t for t, _ in cov["tests"]]
+    else:
+        ids = [t for t, ls in cov["tests"] if changed & set(ls)]
+    if not ids:
+        return 0
+    # No plugin autoload: the hypothesis and xdist plugins cost 0.8 s of CPU per run and these tests need neither.
+    return subprocess.call([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"] + ids, cwd=TREE,
+                           env=dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"))
 
 
 def _diff(source, mutation):
@@ -140,11 +179,12 @@ def skip_uncovered(db, lines_file, source):
     return n
 
 
-def write_config(target, tests, timeout, path):
+def write_config(target, base, timeout, path):
     excl = _load(TARGETS).get("exclude-operators", [])
     with open(path, "w") as f:
         f.write('[cosmic-ray]\nmodule-path = "%s"\ntimeout = %.1f\nexcluded-modules = []\n' % (target, timeout))
-        f.write("test-command = %s\n" % _toml_str(_test_command(tests)))
+        f.write("test-command = %s\n" % _toml_str("%s %s --tree %s --run-tests %s %s" % (
+            sys.executable, os.path.join(TOP, "hack", "mutate.py"), TREE, base, target)))
         f.write('[cosmic-ray.distributor]\nname = "local"\n')
         f.write("[cosmic-ray.filters.operators-filter]\nexclude-operators = [%s]\n"
                 % ", ".join(_toml_str(e) for e in excl))
@@ -197,8 +237,11 @@ def run_file(target, tests, args):
     src = os.path.join(TOP, target)
     digest = _digest(src)
     fresh = args.fresh or not os.path.exists(db_path) or not os.path.exists(stamp) or open(stamp).read() != digest
-    took = baseline(target, tests, base + ".lines")
-    write_config(target, tests, 3 * took + 10, cfg)
+    if args.report_only:
+        with open(src) as f:
+            return report(target, db_path, f.read().splitlines(), []) if os.path.exists(db_path) else target
+    took = baseline(target, tests, base)
+    write_config(target, base, 3 * took + 10, cfg)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     if fresh:
         if os.path.exists(db_path):
@@ -289,20 +332,28 @@ def report(target, db_path, src_lines, stale):
 
 
 def main():
+    global TREE
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="*", help="files to mutate (default: all of tests/mutation/targets.yml)")
     p.add_argument("--fresh", action="store_true", help="start the sessions over")
     p.add_argument("--rerun-survivors", action="store_true", help="run the previous survivors again")
     p.add_argument("--report-only", action="store_true", help="print the sessions' state, run nothing")
+    p.add_argument("--tree", default=TREE, help="where to copy the tree and mutate (default %(default)s; give "
+                   "another to run two files at once)")
+    p.add_argument("--run-tests", metavar="SESSION", help=argparse.SUPPRESS)  # cosmic-ray's test command
     args = p.parse_args()
+    TREE = os.path.abspath(args.tree)
+    if args.run_tests:
+        sys.exit(run_tests(args.run_tests, args.files[0]))
     targets = _load(TARGETS)["targets"]
     files = args.files or list(targets)
     unknown = [f for f in files if f not in targets]
     if unknown:
         sys.exit("make mutate: no tests listed for %s in tests/mutation/targets.yml (valid: %s)"
                  % (", ".join(unknown), ", ".join(targets)))
-    os.makedirs(TREE, exist_ok=True)
-    sync_tree()
+    if not args.report_only:
+        os.makedirs(TREE, exist_ok=True)
+        sync_tree()
     t0 = time.time()
     lines = [run_file(f, targets[f], args) for f in files]
     print("\n=== make mutate: score = killed / (total - equivalent), %.0f s" % (time.time() - t0))

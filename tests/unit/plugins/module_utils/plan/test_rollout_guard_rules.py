@@ -91,7 +91,8 @@ def test_pods_the_drain_skips_do_not_count():
     # ...and the same pods alive, unfinished or owned by a ReplicaSet / StatefulSet / Job do hold it.
     assert not _rolls([_pod("bare", owner=None)], [])
     assert not _rolls([_pod("pending-bare", owner=None, phase="Pending")], [])
-    for kind in ("ReplicaSet", "StatefulSet", "Job"):
+    # (CloneSet: OpenKruise's workload, a kind that sorts before DaemonSet)
+    for kind in ("ReplicaSet", "StatefulSet", "Job", "CloneSet"):
         assert not _rolls([_pod("p", owner=kind)], zero), kind
 
 
