@@ -238,8 +238,13 @@ def run_file(target, tests, args):
     digest = _digest(src)
     fresh = args.fresh or not os.path.exists(db_path) or not os.path.exists(stamp) or open(stamp).read() != digest
     if args.report_only:
+        if not os.path.exists(db_path):
+            return "%-45s no session yet" % target
         with open(src) as f:
-            return report(target, db_path, f.read().splitlines(), []) if os.path.exists(db_path) else target
+            src_lines = f.read().splitlines()
+        with use_db(db_path, WorkDB.Mode.open) as db:
+            stale = mark(db, target, src_lines)
+        return report(target, db_path, src_lines, stale)
     took = baseline(target, tests, base)
     write_config(target, base, 3 * took + 10, cfg)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")

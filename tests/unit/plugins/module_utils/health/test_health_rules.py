@@ -1,0 +1,253 @@
+# -*- coding: utf-8 -*-
+"""health/checks.py through its public functions, rule by rule (make mutate's survivors, docs/testing.md): what an
+Xid means (NVIDIA's Xid catalog and memory-error docs, /work/shared/reference/k8s-gpu-stack.md section 7.2), how
+kernel log lines are read, the policy's checks and error messages, the strongest remediation, the time window of
+the log (ISO stamps without a zone are UTC) and where the kernel log comes from. Expected values worked out by hand
+from those rules; 1_800_000_000 s is 2027-01-15T08:00:00Z."""
+import time
+
+import pytest
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.health import checks
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def _gpu(index, bus="00000000:17:00.0", **kw):
+    out = {"index": index, "pci_bus_id": bus, "ecc_errors": {"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
+           "retired_pages_pending": False, "remapped_rows_failure": False, "temperature_c": 40}
+    out.update(kw)
+    return out
+
+
+@pytest.mark.parametrize("xid, action", [
+    (46, "reset_gpu"),  # GPU stopped processing: NVIDIA Health Validation, drain then reset_gpu
+    (48, "reset_gpu"),  # double bit ECC error: drain then reset_gpu
+    (63, "reset_gpu"),  # row remapping pending: "reset gpu to activate"
+    (64, "reset_gpu"),  # page retirement / row remap failure
+    (95, "reset_gpu"),  # uncontained ECC error
+    (79, "reboot"),     # GPU has fallen off the bus
+    (13, "ignore"), (31, "ignore"), (43, "ignore"),  # application faults: the workload, not the node
+    (999, "drain"),     # an Xid of no bucket: the default unknown action
+])
+def test_what_an_xid_calls_for_by_default(xid, action):
+    assert checks.xid_action(xid) == action
+
+
+def test_policy_overrides_come_before_the_ignore_list_and_the_table():
+    assert checks.xid_action(13, {"xid_actions": {13: "reboot"}}) == "reboot"
+    assert checks.xid_action(79, {"xid_actions": {"79": "drain"}}) == "drain"
+    assert checks.xid_action(79, {"xid_ignore": [79]}) == "ignore"
+    assert checks.xid_action(13, {"xid_ignore": []}) == "ignore"  # the table says so too
+    assert checks.xid_action(999, {"xid_unknown_action": "reboot"}) == "reboot"
+    assert checks.xid_action(48, {"xid_unknown_action": "ignore"}) == "reset_gpu"
+
+
+def test_kernel_log_lines_are_read_with_their_timestamps():
+    text = "\n".join([
+        "2026-12-07T10:00:00+0000 gpu1 kernel: NVRM: Xid (PCI:0000:17:00): 79, pid=123, GPU has fallen off the bus.",
+        "NVRM: Xid is not a line this parser knows",
+        "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', An uncorrectable double bit error",
+        "kernel: something else entirely",
+        "  NVRM: Xid (0000:18:00): 13  ",
+    ])
+    events = checks.parse_xids(text)
+    assert events == [
+        {"xid": 79, "pci_bus_id": "0000:17:00", "timestamp": "2026-12-07T10:00:00+0000",
+         "message": "pid=123, GPU has fallen off the bus.", "action": "reboot",
+         "line": "2026-12-07T10:00:00+0000 gpu1 kernel: NVRM: Xid (PCI:0000:17:00): 79, pid=123, GPU has fallen off "
+                 "the bus."},
+        {"xid": 48, "pci_bus_id": "0000:3b:00", "timestamp": 1234.56789,
+         "message": "pid='<unknown>', An uncorrectable double bit error", "action": "reset_gpu",
+         "line": "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', An uncorrectable double bit error"},
+        {"xid": 13, "pci_bus_id": "0000:18:00", "timestamp": None, "message": "", "action": "ignore",
+         "line": "NVRM: Xid (0000:18:00): 13"}]
+    assert checks.parse_xids(None) == []
+
+
+@pytest.mark.parametrize("policy, message", [
+    ({"temperature_threshold_c": -1}, "temperature_threshold_c must be a number >= 0, got -1"),
+    ({"ecc_error_threshold": -0.5}, "ecc_error_threshold must be a number >= 0, got -0.5"),
+    ({"ecc_error_threshold": True}, "ecc_error_threshold must be a number >= 0, got True"),
+    ({"temperature_threshold_c": "90"}, "temperature_threshold_c must be a number >= 0, got '90'"),
+    ({"xid_unknown_action": "explode"},
+     "xid_unknown_action must be one of ignore, drain, reset_gpu, reboot, got 'explode'"),
+    ({"xid_actions": {"abc": "drain"}}, "xid_actions keys must be Xid numbers, got 'abc'"),
+    ({"xid_actions": {None: "drain"}}, "xid_actions keys must be Xid numbers, got None"),
+    ({"xid_actions": {79: "explode"}}, "xid_actions[79] must be one of ignore, drain, reset_gpu, reboot, got 'explode'"),
+])
+def test_bad_policy_names_what_is_valid(policy, message):
+    with pytest.raises(GpuOpsError) as err:
+        checks.validate_policy(policy)
+    assert str(err.value) == message
+
+
+def test_policy_merges_over_the_defaults():
+    merged = checks.validate_policy({"temperature_threshold_c": None, "ecc_error_threshold": 0,
+                                     "xid_actions": {"79": "drain"}, "xid_ignore": ["13", 31]})
+    assert merged == {"temperature_threshold_c": 90, "ecc_error_threshold": 0, "xid_unknown_action": "drain",
+                      "xid_actions": {79: "drain"}, "xid_ignore": [13, 31]}
+
+
+def test_ecc_one_problem_per_gpu_naming_the_counter_over_the_threshold():
+    facts = {"gpus": [_gpu(0, ecc_errors={"volatile_uncorrected": 11, "aggregate_uncorrected": 50}),
+                      _gpu(1, bus="00000000:18:00.0", ecc_errors={"volatile_uncorrected": 2,
+                                                                  "aggregate_uncorrected": 12}),
+                      _gpu(2, bus="00000000:19:00.0", ecc_errors={"volatile_uncorrected": 10})]}
+    v = checks.evaluate_host(facts)
+    assert v["problems"] == [
+        {"check": "ecc_uncorrected", "detail": "GPU 0: volatile uncorrected ECC errors 11 > 10", "gpu": 0,
+         "action": "reset_gpu", "value": 11, "threshold": 10},
+        {"check": "ecc_uncorrected", "detail": "GPU 1: aggregate uncorrected ECC errors 12 > 10", "gpu": 1,
+         "action": "reset_gpu", "value": 12, "threshold": 10}]
+    assert v["remediation"] == "reset_gpu" and v["reason"] == ("GPU 0: volatile uncorrected ECC errors 11 > 10; "
+                                                               "GPU 1: aggregate uncorrected ECC errors 12 > 10")
+
+
+def test_the_strongest_action_wins_in_any_order():
+    hot = dict(temperature_c=95)  # drain
+    pending_pages = dict(retired_pages_pending=True)  # reset_gpu
+    remap_failed = dict(remapped_rows_failure=True)  # reboot
+    for kws, want in (([hot], "drain"), ([hot, pending_pages], "reset_gpu"), ([pending_pages, hot], "reset_gpu"),
+                      ([remap_failed, hot, pending_pages], "reboot"), ([hot, remap_failed], "reboot")):
+        gpus = [_gpu(i, bus="00000000:%02x:00.0" % (0x17 + i), **kw) for i, kw in enumerate(kws)]
+        assert checks.evaluate_host({"gpus": gpus})["remediation"] == want, kws
+    v = checks.evaluate_host({"gpus": [_gpu(0)]}, expected_gpus=1)
+    assert (v["healthy"], v["remediation"], v["reason"], v["problems"]) == (True, "none", "", [])
+
+
+def test_xid_problems_find_their_gpu_by_bus_once_per_xid_and_bus():
+    """NVML's 00000000:3B:00.0 is the kernel's 0000:3b:00; Xid 13 (application) is listed, not a problem."""
+    facts = {"gpus": [_gpu(0, bus="00000000:3B:00.0")]}
+    log = "\n".join(["NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE",
+                     "NVRM: Xid (PCI:0000:3b:00): 48, pid=2, DBE",
+                     "NVRM: Xid (PCI:0000:3b:00): 13, pid=3, app",
+                     "NVRM: Xid (PCI:0000:99:00): 79",
+                     "NVRM: Xid (PCI:0000:3b:00): 79, gone"])
+    v = checks.evaluate_host(facts, kernel_log=log)
+    assert [(p["detail"], p["gpu"], p["action"], p["value"]) for p in v["problems"]] == [
+        ("GPU 0: Xid 48 (pid=1, DBE)", 0, "reset_gpu", 48),
+        ("PCI 0000:99:00: Xid 79", None, "reboot", 79),
+        ("GPU 0: Xid 79 (gone)", 0, "reboot", 79)]
+    assert len(v["xids"]) == 5 and v["remediation"] == "reboot"
+
+
+def test_missing_gpus_only_when_fewer_than_expected():
+    assert checks.evaluate_host({"gpus": [_gpu(0)]}, expected_gpus=1)["healthy"] is True
+    v = checks.evaluate_host({"gpus": [_gpu(0)]}, expected_gpus=2)
+    assert v["problems"] == [{"check": "gpus_missing", "detail": "1 of 2 GPUs visible", "gpu": None,
+                              "action": "reboot", "value": 1, "threshold": 2}]
+
+
+def _node(name, annotations=None, unschedulable=False):
+    return {"metadata": {"name": name, "annotations": annotations or {}, "labels": {}},
+            "spec": {"unschedulable": unschedulable}}
+
+
+def _healthy():
+    return {"healthy": True, "problems": [], "reason": "", "remediation": "none"}
+
+
+def test_an_unreadable_streak_counts_as_zero():
+    node = _node("a", {checks.ANN_CORDONED_BY: checks.CORDONED_BY_VALUE, checks.ANN_STREAK: "many"}, True)
+    out = checks.plan_actions({"a": _healthy()}, [node], {"uncordon_after": 2})
+    assert out["actions"][0]["action"] == "wait" and out["actions"][0]["reason"] == "healthy 1 of 2 checks before uncordon"
+
+
+def test_alerts_raise_the_remediation_to_their_strongest_action():
+    """A healthy verdict plus firing alerts of drain and reboot: unhealthy, reboot, both reasons in key order."""
+    alerts = {"a": [{"accepted": True, "status": "firing", "key": "k1",
+                     "problem": {"check": "alert", "detail": "drain me", "action": "drain"}},
+                    {"accepted": True, "status": "firing", "key": "k2",
+                     "problem": {"check": "alert", "detail": "reboot me", "action": "reboot"}}]}
+    out = checks.plan_actions({"a": _healthy()}, [_node("a"), _node("b"), _node("c"), _node("d")],
+                              {"max_unhealthy_fraction": 0.25}, alerts=alerts)
+    act = out["actions"][0]
+    assert (act["action"], act["remediation"], act["reason"]) == ("cordon", "reboot", "drain me; reboot me")
+
+
+def test_breaker_fraction_bounds():
+    """0 is a valid fraction (never quarantine: the cordon is blocked); above 1 or uncordon_after 0 is refused."""
+    sick = {"healthy": False, "problems": [{"detail": "x", "action": "drain"}], "reason": "x", "remediation": "drain"}
+    out = checks.plan_actions({"a": sick}, [_node("a"), _node("b")], {"max_unhealthy_fraction": 0})
+    assert out["actions"][0]["action"] == "blocked" and out["breaker"]["limit"] == 0
+    out = checks.plan_actions({"a": sick}, [_node("a"), _node("b")], {"max_unhealthy_fraction": 1})
+    assert out["actions"][0]["action"] == "cordon" and out["breaker"]["limit"] == 2
+    with pytest.raises(GpuOpsError, match="max_unhealthy_fraction must be between 0 and 1, got 1.5"):
+        checks.plan_actions({}, [], {"max_unhealthy_fraction": 1.5})
+    with pytest.raises(GpuOpsError, match="uncordon_after must be >= 1, got 0"):
+        checks.plan_actions({}, [], {"uncordon_after": 0})
+
+
+@pytest.fixture
+def tokyo(monkeypatch):
+    """A host whose local time is UTC+9, to tell a UTC reading of a stamp from a local one."""
+    monkeypatch.setenv("TZ", "JST-9")  # POSIX form: needs no tz database
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_recent_log_keeps_lines_within_the_window(tokyo):
+    lines = ["2027-01-15T07:50:00+00:00 old: 600 s before now",
+             "2027-01-15T08:59:30+01:00 recent: 30 s before now",
+             "2027-01-15T07:58:00,123456Z recent: 120 s before now, comma fraction",
+             "2027-01-15T07:58:00 no zone: UTC, 120 s before now (as Tokyo time it would be 9 h old)",
+             "2027-13-45T99:99:99Z unreadable: kept",
+             "no stamp: kept"]
+    kept = checks.recent_log("\n".join(lines), NOW, 300).splitlines()
+    assert kept == lines[1:]
+    assert checks.recent_log("\n".join(lines), NOW, 0) == "\n".join(lines)
+    assert checks.recent_log("", NOW, 300) == ""
+
+
+def _runner(answers):
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return answers[argv[0]]
+    return run, calls
+
+
+def test_journal_is_asked_for_the_window_and_its_empty_answer_is_no_xid():
+    run, calls = _runner({"journalctl": (1, "  \n", ""), "dmesg": (0, "dmesg text", "")})
+    assert checks.read_kernel_log({"kernel_log_source": "auto", "xid_window": 600}, run, lambda p: True) == (
+        "  \n", "journal")
+    assert calls == [["journalctl", "-k", "--no-pager", "-o", "short-iso", "--grep", "NVRM: Xid", "--since", "-600s"]]
+    run, calls = _runner({"journalctl": (0, "journal text", "")})
+    assert checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: False) == ("journal text", "journal")
+    assert calls == [["journalctl", "-k", "--no-pager", "-o", "short-iso", "--grep", "NVRM: Xid"]]
+
+
+def test_kernel_log_sources_and_their_errors(tmp_path):
+    # rc 1 with output is a failure: auto falls back to dmesg, journal fails with journalctl's error
+    run, calls = _runner({"journalctl": (1, "partial", "oops"), "dmesg": (0, "dmesg text", "")})
+    assert checks.read_kernel_log({}, run, lambda p: p == "/bin/journalctl") == ("dmesg text", "dmesg")
+    assert [c[0] for c in calls] == ["journalctl", "dmesg"]
+    run, _ = _runner({"journalctl": (2, "", " no journal \n")})
+    with pytest.raises(GpuOpsError) as err:
+        checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: True)
+    assert str(err.value) == "journalctl -k failed (rc 2): no journal"
+    run, _ = _runner({"dmesg": (1, "", "Operation not permitted\n")})
+    with pytest.raises(GpuOpsError) as err:
+        checks.read_kernel_log({"kernel_log_source": "dmesg"}, run, lambda p: True)
+    assert str(err.value) == ("cannot read the kernel log: dmesg failed (rc 1): Operation not permitted. Run as root, "
+                              "or set kernel_log_source=none to skip the Xid check")
+    assert checks.read_kernel_log({"kernel_log": "inline text", "kernel_log_source": "none"}, None, None) == (
+        "inline text", "inline")
+    assert checks.read_kernel_log({"kernel_log_source": "none"}, None, None) == ("", "none")
+    assert checks.read_kernel_log({"kernel_log_source": "file", "kernel_log_path": str(tmp_path / "absent")}, None,
+                                  lambda p: False) == ("", "file (absent)")
+    with pytest.raises(GpuOpsError, match="kernel_log_source=file needs kernel_log_path"):
+        checks.read_kernel_log({"kernel_log_source": "file"}, None, None)
+
+
+def test_no_window_keeps_every_xid_whatever_its_age():
+    old = "2020-01-01T00:00:00+00:00 NVRM: Xid (PCI:0000:17:00): 79, gone"
+    v = checks.run_health_check({"gpus": [_gpu(0)], "kernel_log": old, "xid_window": None}, None, None, NOW)
+    assert [p["value"] for p in v["problems"]] == [79] and v["kernel_log_source"] == "inline"
+    v = checks.run_health_check({"gpus": [_gpu(0)], "kernel_log": old, "xid_window": 3600}, None, None, NOW)
+    assert v["problems"] == []
