@@ -163,6 +163,14 @@ def _diff(source, mutation):
     return "\n".join(difflib.unified_diff(source.split("\n"), (new or source).split("\n"), lineterm=""))
 
 
+def _mutated_line(source, mutation):
+    """The first line the mutation changes, as it reads mutated (stripped)."""
+    for ln in _diff(source, mutation).splitlines():
+        if ln.startswith("+") and not ln.startswith("+++"):
+            return ln[1:].strip()
+    return None
+
+
 def skip_uncovered(db, lines_file, source):
     """Record the mutants on lines that the tests never execute as survived, without running them."""
     from cosmic_ray.work_item import TestOutcome, WorkResult, WorkerOutcome
@@ -204,11 +212,14 @@ def mark(db, target, src_lines):
     from cosmic_ray.work_item import WorkResult, WorkerOutcome
     entries = [e for e in _load(EQUIVALENT).get("equivalent", []) or [] if e["file"] == target]
     used, matched = set(), set()
+    source = "\n".join(src_lines) + "\n"
     for item in list(db.work_items):
         m = item.mutations[0]
         for i, e in enumerate(entries):
             if (e["operator"] == m.operator_name and e["code"].strip() == _line(src_lines, m)
-                    and e.get("col", m.start_pos[1]) == m.start_pos[1]):
+                    and e.get("col", m.start_pos[1]) == m.start_pos[1]
+                    and e.get("line", m.start_pos[0]) == m.start_pos[0]
+                    and ("mutant" not in e or e["mutant"].strip() == _mutated_line(source, m))):
                 used.add(i)
                 db.set_result(item.job_id, WorkResult(output="equivalent: " + e["reason"],
                                                       worker_outcome=WorkerOutcome.SKIPPED))

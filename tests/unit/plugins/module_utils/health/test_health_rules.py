@@ -39,7 +39,8 @@ def test_policy_overrides_come_before_the_ignore_list_and_the_table():
     assert checks.xid_action(13, {"xid_actions": {13: "reboot"}}) == "reboot"
     assert checks.xid_action(79, {"xid_actions": {"79": "drain"}}) == "drain"
     assert checks.xid_action(79, {"xid_ignore": [79]}) == "ignore"
-    assert checks.xid_action(13, {"xid_ignore": []}) == "ignore"  # the table says so too
+    for xid in (13, 31, 43, 45, 68, 109):  # application faults: the table says so too, ignore list or not
+        assert checks.xid_action(xid, {"xid_ignore": []}) == "ignore", xid
     assert checks.xid_action(999, {"xid_unknown_action": "reboot"}) == "reboot"
     assert checks.xid_action(48, {"xid_unknown_action": "ignore"}) == "reset_gpu"
 
@@ -81,6 +82,14 @@ def test_bad_policy_names_what_is_valid(policy, message):
     with pytest.raises(GpuOpsError) as err:
         checks.validate_policy(policy)
     assert str(err.value) == message
+
+
+def test_policy_defaults():
+    """Documented defaults (doc fragment gpuops.k8s.health_policy): 90 C, 10 uncorrected ECC errors, the
+    application Xids ignored, an unknown Xid drains."""
+    assert checks.validate_policy({}) == {"temperature_threshold_c": 90, "ecc_error_threshold": 10,
+                                          "xid_ignore": [13, 31, 43, 45, 68, 109], "xid_unknown_action": "drain",
+                                          "xid_actions": {}}
 
 
 def test_policy_merges_over_the_defaults():
@@ -135,6 +144,7 @@ def test_xid_problems_find_their_gpu_by_bus_once_per_xid_and_bus():
 
 def test_missing_gpus_only_when_fewer_than_expected():
     assert checks.evaluate_host({"gpus": [_gpu(0)]}, expected_gpus=1)["healthy"] is True
+    assert checks.evaluate_host({"gpus": [_gpu(0), _gpu(1, bus="00000000:18:00.0")]}, expected_gpus=1)["healthy"]
     v = checks.evaluate_host({"gpus": [_gpu(0)]}, expected_gpus=2)
     assert v["problems"] == [{"check": "gpus_missing", "detail": "1 of 2 GPUs visible", "gpu": None,
                               "action": "reboot", "value": 1, "threshold": 2}]
@@ -156,15 +166,61 @@ def test_an_unreadable_streak_counts_as_zero():
 
 
 def test_alerts_raise_the_remediation_to_their_strongest_action():
-    """A healthy verdict plus firing alerts of drain and reboot: unhealthy, reboot, both reasons in key order."""
-    alerts = {"a": [{"accepted": True, "status": "firing", "key": "k1",
-                     "problem": {"check": "alert", "detail": "drain me", "action": "drain"}},
-                    {"accepted": True, "status": "firing", "key": "k2",
-                     "problem": {"check": "alert", "detail": "reboot me", "action": "reboot"}}]}
+    """A healthy verdict plus firing alerts of drain, reset_gpu, reboot, drain: unhealthy, reboot, the reasons in
+    key order; without the reboot one, reset_gpu."""
+    alerts = {"a": [{"accepted": True, "status": "firing", "key": "k%d" % i,
+                     "problem": {"check": "alert", "detail": "%s me" % action, "action": action}}
+                    for i, action in enumerate(("drain", "reset_gpu", "reboot"))]}
+    alerts["a"].append({"accepted": True, "status": "firing", "key": "k3",
+                        "problem": {"check": "alert", "detail": "drain again", "action": "drain"}})
     out = checks.plan_actions({"a": _healthy()}, [_node("a"), _node("b"), _node("c"), _node("d")],
                               {"max_unhealthy_fraction": 0.25}, alerts=alerts)
     act = out["actions"][0]
-    assert (act["action"], act["remediation"], act["reason"]) == ("cordon", "reboot", "drain me; reboot me")
+    assert (act["action"], act["remediation"], act["reason"]) == (
+        "cordon", "reboot", "drain me; reset_gpu me; reboot me; drain again")
+    alerts["a"] = alerts["a"][:2]
+    out = checks.plan_actions({"a": _healthy()}, [_node("a")], {"max_unhealthy_fraction": 1}, alerts=alerts)
+    assert out["actions"][0]["remediation"] == "reset_gpu"
+
+
+def _ours(name, streak="0", reason="old", alerts=None, taints=None):
+    ann = {checks.ANN_CORDONED_BY: checks.CORDONED_BY_VALUE, checks.ANN_STREAK: streak, checks.ANN_REASON: reason}
+    if alerts is not None:
+        ann[checks.ANN_ALERTS] = alerts
+    node = _node(name, ann, True)
+    node["spec"]["taints"] = taints or []
+    return node
+
+
+def test_a_resolved_alert_releases_the_node_it_held():
+    """The node is held by alert k1 (recorded on it); k1 resolves and the host is healthy: the first healthy check
+    of the hysteresis, the record cleared."""
+    held = _ours("a", alerts='{"k1": {"action": "drain", "check": "alert", "detail": "hot"}}')
+    resolved = {"a": [{"accepted": True, "status": "resolved", "key": "k1",
+                       "problem": {"action": "drain", "check": "alert", "detail": "hot"}}]}
+    act = checks.plan_actions({"a": _healthy()}, [held], {"uncordon_after": 3}, alerts=resolved)["actions"][0]
+    assert (act["action"], act["reason"]) == ("wait", "healthy 1 of 3 checks before uncordon")
+    assert act["patch"] == {"metadata": {"annotations": {checks.ANN_STREAK: "1", checks.ANN_ALERTS: None}}}
+
+
+def test_a_held_node_gets_its_new_reason_written():
+    sick = {"healthy": False, "problems": [{"detail": "new", "action": "drain"}], "reason": "new",
+            "remediation": "drain"}
+    act = checks.plan_actions({"a": sick}, [_ours("a", reason="old")], {})["actions"][0]
+    assert act["action"] == "keep"
+    assert act["patch"] == {"metadata": {"annotations": {checks.ANN_STREAK: "0", checks.ANN_REASON: "new"}}}
+
+
+def test_uncordon_removes_only_our_taint_and_records_when():
+    ours = dict(checks.DEFAULT_TAINT)
+    softer = {"key": ours["key"], "value": "fatal", "effect": "PreferNoSchedule"}  # same key, another effect
+    other = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    node = _ours("a", streak="2", taints=[ours, softer, other])
+    act = checks.plan_actions({"a": _healthy()}, [node], {"uncordon_after": 3}, now="2027-01-15T08:00:00Z")
+    act = act["actions"][0]
+    assert act["action"] == "uncordon" and act["reason"] == "healthy for 3 checks in a row (needed 3)"
+    assert act["patch"]["spec"] == {"unschedulable": None, "taints": [softer, other]}
+    assert act["patch"]["metadata"]["annotations"][checks.ANN_UNCORDONED_AT] == "2027-01-15T08:00:00Z"
 
 
 def test_breaker_fraction_bounds():
@@ -192,13 +248,14 @@ def tokyo(monkeypatch):
 
 def test_recent_log_keeps_lines_within_the_window(tokyo):
     lines = ["2027-01-15T07:50:00+00:00 old: 600 s before now",
+             "2027-01-15T07:50:00Z old too, Z form",
              "2027-01-15T08:59:30+01:00 recent: 30 s before now",
              "2027-01-15T07:58:00,123456Z recent: 120 s before now, comma fraction",
              "2027-01-15T07:58:00 no zone: UTC, 120 s before now (as Tokyo time it would be 9 h old)",
              "2027-13-45T99:99:99Z unreadable: kept",
              "no stamp: kept"]
     kept = checks.recent_log("\n".join(lines), NOW, 300).splitlines()
-    assert kept == lines[1:]
+    assert kept == lines[2:]
     assert checks.recent_log("\n".join(lines), NOW, 0) == "\n".join(lines)
     assert checks.recent_log("", NOW, 300) == ""
 
@@ -231,6 +288,9 @@ def test_kernel_log_sources_and_their_errors(tmp_path):
     with pytest.raises(GpuOpsError) as err:
         checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: True)
     assert str(err.value) == "journalctl -k failed (rc 2): no journal"
+    run, _ = _runner({"dmesg": (-9, "", "killed")})
+    with pytest.raises(GpuOpsError, match=r"dmesg failed \(rc -9\): killed"):
+        checks.read_kernel_log({"kernel_log_source": "dmesg"}, run, lambda p: True)
     run, _ = _runner({"dmesg": (1, "", "Operation not permitted\n")})
     with pytest.raises(GpuOpsError) as err:
         checks.read_kernel_log({"kernel_log_source": "dmesg"}, run, lambda p: True)

@@ -97,6 +97,9 @@ def test_min_pending_reads_the_condition_time_then_the_creation_time():
     assert pending.classify(_waiting("c", created="2027-01-15T07:59:00Z"), now=NOW, min_pending_s=90) == (
         False, "pending only 60 s (min_pending_s 90)")
     assert pending.classify(_waiting("d", since="yesterday"), now=NOW, min_pending_s=10 ** 6)[0] is True
+    # a condition time ahead of this clock (skew): not pending long, whatever the minimum
+    assert pending.classify(_waiting("f", since=NOW + 30), now=NOW, min_pending_s=10) == (
+        False, "pending only -30 s (min_pending_s 10)")
     assert pending.classify(_waiting("e"), now=NOW, min_pending_s=10 ** 6)[0] is True
 
 
@@ -230,8 +233,10 @@ def test_item_names_are_dns_labels():
     out = pending.pending_demand([_waiting("x", owner=("Job", "Train_Run.v2--")),
                                   _waiting("y", owner=("Job", "-" * 3))], now=NOW)
     assert [d["name"] for d in out["demand"]] == ["pending", "train-run-v2"]
-    long = "a" * 62 + "-b"
-    out = pending.pending_demand([_waiting("z", owner=("Job", long))], now=NOW)
+    # at most 63 characters (a DNS label), no dash left at either end after the cut
+    out = pending.pending_demand([_waiting("z", owner=("Job", "a" * 70))], now=NOW)
+    assert out["demand"][0]["name"] == "a" * 63
+    out = pending.pending_demand([_waiting("z", owner=("Job", "a" * 62 + "-b"))], now=NOW)
     assert out["demand"][0]["name"] == "a" * 62
 
 
