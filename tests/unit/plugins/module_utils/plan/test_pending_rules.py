@@ -256,3 +256,20 @@ def test_resources_say_why_the_pods_wait():
                                            "nvidia.com/mig-3g.40gb x1: new item team-a/a",
                                  "message": "0/4 nodes are available: 4 Insufficient nvidia.com/mig-3g.40gb.",
                                  "since": None}
+
+
+def test_an_item_with_no_running_pod_wants_its_pending_ones_beside_new_items():
+    """Item 'fresh' declares 1 replica, none runs, 2 pend: 2 wanted. A pending pod of no item in the same call gets
+    the new item's reason (the two kinds of pending pod are handled apart)."""
+    demand = [{"tenant": "team-a", "name": "fresh", "replicas": 1, "memory_gb": 40, "kind": "inference",
+               "isolation": "strict"}]
+    pods = [_waiting("fresh-6c-a"), _waiting("fresh-6c-b"), _waiting("new-0", owner=("StatefulSet", "new"))]
+    out = pending.pending_demand(pods, demand=demand, now=NOW)
+    assert out["changes"][0] == {"tenant": "team-a", "name": "fresh", "field": "replicas", "before": 1, "after": 2,
+                                 "reason": "2 pending pod(s) and 0 running: 2 replicas wanted, 1 declared"}
+    reasons = dict((p["name"], p["reason"]) for p in out["pending"])
+    assert reasons == {
+        "fresh-6c-a": "2 pending pod(s) and 0 running: 2 replicas wanted, 1 declared",
+        "fresh-6c-b": "2 pending pod(s) and 0 running: 2 replicas wanted, 1 declared",
+        "new-0": "0 running and 1 pending pod(s) of team-a/new (no demand item) ask for nvidia.com/mig-3g.40gb x1: "
+                 "new item team-a/new"}
