@@ -311,3 +311,54 @@ def test_no_window_keeps_every_xid_whatever_its_age():
     assert [p["value"] for p in v["problems"]] == [79] and v["kernel_log_source"] == "inline"
     v = checks.run_health_check({"gpus": [_gpu(0)], "kernel_log": old, "xid_window": 3600}, None, None, NOW)
     assert v["problems"] == []
+
+
+def test_hysteresis_defaults_to_three_checks_and_uncordons_past_a_lowered_count():
+    act = checks.plan_actions({"a": _healthy()}, [_ours("a", streak="1")], {})["actions"][0]
+    assert (act["action"], act["reason"]) == ("wait", "healthy 2 of 3 checks before uncordon")
+    act = checks.plan_actions({"a": _healthy()}, [_ours("a", streak="2")], {})["actions"][0]
+    assert (act["action"], act["reason"]) == ("uncordon", "healthy for 3 checks in a row (needed 3)")
+    # the policy lowered to 2 while the streak was already at 5: uncordon now
+    act = checks.plan_actions({"a": _healthy()}, [_ours("a", streak="5")], {"uncordon_after": 2})["actions"][0]
+    assert (act["action"], act["reason"]) == ("uncordon", "healthy for 6 checks in a row (needed 2)")
+
+
+def test_a_relapse_resets_the_streak_even_with_the_same_reason():
+    sick = {"healthy": False, "problems": [{"detail": "old", "action": "drain"}], "reason": "old",
+            "remediation": "drain"}
+    act = checks.plan_actions({"a": sick}, [_ours("a", streak="2", reason="old")], {})["actions"][0]
+    assert act["action"] == "keep"
+    assert act["patch"] == {"metadata": {"annotations": {checks.ANN_STREAK: "0", checks.ANN_REASON: "old"}}}
+    act = checks.plan_actions({"a": sick}, [_ours("a", streak="0", reason="old")], {})["actions"][0]
+    assert act["action"] == "keep" and act["patch"] is None
+
+
+def test_every_node_gets_an_action_and_the_summary_counts_them():
+    """Node a has no verdict (host not reached) and sorts first: b and c still get theirs."""
+    sick = {"healthy": False, "problems": [{"detail": "x", "action": "drain"}], "reason": "x", "remediation": "drain"}
+    out = checks.plan_actions({"b": _healthy(), "c": sick}, [_node("a"), _node("b"), _node("c")],
+                              {"max_unhealthy_fraction": 0.5})
+    assert [(a["node"], a["action"], a["reason"]) for a in out["actions"]] == [
+        ("a", "none", "no health data (host not checked)"), ("b", "none", "healthy"), ("c", "cordon", "x")]
+    assert out["summary"] == {"none": 2, "cordon": 1}
+
+
+def test_the_alerts_recorded_on_a_cordoned_node_are_sorted_json():
+    alerts = {"a": [{"accepted": True, "status": "firing", "key": key,
+                     "problem": {"detail": "d" + key, "action": "drain", "check": "alert"}} for key in ("k2", "k1")]}
+    act = checks.plan_actions({"a": _healthy()}, [_node("a")], {"max_unhealthy_fraction": 1}, alerts=alerts)
+    act = act["actions"][0]
+    assert act["action"] == "cordon"
+    assert act["patch"]["metadata"]["annotations"][checks.ANN_ALERTS] == (
+        '{"k1": {"action": "drain", "check": "alert", "detail": "dk1"}, '
+        '"k2": {"action": "drain", "check": "alert", "detail": "dk2"}}')
+
+
+def test_auto_uses_journalctl_only_where_it_is_installed():
+    run, calls = _runner({"journalctl": (0, "j", ""), "dmesg": (0, "d", "")})
+    assert checks.read_kernel_log({}, run, lambda p: False) == ("d", "dmesg") and [c[0] for c in calls] == ["dmesg"]
+    run, calls = _runner({"journalctl": (0, "j", ""), "dmesg": (0, "d", "")})
+    assert checks.read_kernel_log({}, run, lambda p: p == "/usr/bin/journalctl") == ("j", "journal")
+    run, _ = _runner({"journalctl": (-9, "", "killed")})
+    with pytest.raises(GpuOpsError, match=r"journalctl -k failed \(rc -9\): killed"):
+        checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: True)
