@@ -362,3 +362,37 @@ def test_auto_uses_journalctl_only_where_it_is_installed():
     run, _ = _runner({"journalctl": (-9, "", "killed")})
     with pytest.raises(GpuOpsError, match=r"journalctl -k failed \(rc -9\): killed"):
         checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: True)
+
+
+def test_xids_find_their_gpu_across_pci_domains():
+    """Two GPUs on bus 17 of PCI domains 1 and 2: an Xid names its domain, so it lands on the right GPU."""
+    facts = {"gpus": [_gpu(0, bus="00000001:17:00.0"), _gpu(1, bus="00000002:17:00.0")]}
+    v = checks.evaluate_host(facts, kernel_log="NVRM: Xid (PCI:0001:17:00): 79, gone")
+    assert [(p["gpu"], p["detail"]) for p in v["problems"]] == [(0, "GPU 0: Xid 79 (gone)")]
+
+
+def test_only_the_value_false_opts_a_node_out():
+    sick = {"healthy": False, "problems": [{"detail": "x", "action": "drain"}], "reason": "x", "remediation": "drain"}
+    for value, action in (("false", "none"), ("False", "none"), ("disabled", "cordon"), ("true", "cordon")):
+        node = _node("a")
+        node["metadata"]["labels"][checks.LABEL_OPT_OUT] = value
+        out = checks.plan_actions({"a": sick}, [node], {"max_unhealthy_fraction": 1})
+        assert out["actions"][0]["action"] == action, value
+
+
+def test_alerts_add_to_the_problems_of_the_check():
+    sick = {"healthy": False, "problems": [{"detail": "hot", "action": "drain"}], "reason": "hot",
+            "remediation": "drain"}
+    alerts = {"a": [{"accepted": True, "status": "firing", "key": "k", "problem": {"detail": "ecc", "action": "drain"}}]}
+    act = checks.plan_actions({"a": sick}, [_node("a")], {"max_unhealthy_fraction": 1}, alerts=alerts)["actions"][0]
+    assert (act["reason"], act["remediation"]) == ("hot; ecc", "drain")
+    act = checks.plan_actions({"a": _healthy()}, [_node("a")], {"max_unhealthy_fraction": 1}, alerts=alerts)
+    assert (act["actions"][0]["reason"], act["actions"][0]["remediation"]) == ("ecc", "drain")
+
+
+def test_uncordon_keeps_taints_that_differ_in_key_or_effect():
+    ours = dict(checks.DEFAULT_TAINT)
+    keep = [{"key": ours["key"], "effect": "NoExecute"}, {"key": "zz.example.com/later", "effect": "NoSchedule"}]
+    node = _ours("a", streak="2", taints=[ours] + keep)
+    act = checks.plan_actions({"a": _healthy()}, [node], {})["actions"][0]
+    assert act["action"] == "uncordon" and act["patch"]["spec"]["taints"] == keep
