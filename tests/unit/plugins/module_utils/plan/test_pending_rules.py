@@ -273,3 +273,54 @@ def test_an_item_with_no_running_pod_wants_its_pending_ones_beside_new_items():
         "fresh-6c-b": "2 pending pod(s) and 0 running: 2 replicas wanted, 1 declared",
         "new-0": "0 running and 1 pending pod(s) of team-a/new (no demand item) ask for nvidia.com/mig-3g.40gb x1: "
                  "new item team-a/new"}
+
+
+def test_defaults_no_minimum_age_and_10_gb_for_a_shared_gpu():
+    """By default a pod marked Unschedulable this very second counts, and a gpu.shared item gets 10 GB."""
+    assert pending.classify(_waiting("now", since=NOW), now=NOW)[0] is True
+    assert pending.classify(_waiting("skew", since=NOW + 0.5), now=NOW) == (
+        False, "pending only -0 s (min_pending_s 0)")
+    out = pending.pending_demand([_waiting("s-0", res="nvidia.com/gpu.shared", since=NOW,
+                                           owner=("StatefulSet", "s"))], now=NOW)
+    assert out["demand"][0]["memory_gb"] == 10.0 and out["demand"][0]["isolation"] == "shared"
+    out = pending.pending_demand([_waiting("s-0", res="nvidia.com/gpu.shared", owner=("StatefulSet", "s"))],
+                                 now=NOW, shared_memory_gb=0.5)
+    assert out["demand"][0]["memory_gb"] == 0.5
+
+
+def test_finished_pods_are_neither_waiting_running_nor_ignored():
+    failed = _waiting("f", phase="Failed")
+    assert pending.classify(failed, now=NOW) == (False, "phase Failed")
+    done = _pod("d", limits={MIG3: "1"}, phase="Succeeded", node="n1")
+    assert pending.running_gpu_pods([failed, done]) == []
+    out = pending.pending_demand([failed, done], now=NOW)
+    assert out["ignored"] == [] and out["pending"] == [] and out["busy_nodes"] == {}
+
+
+def test_a_condition_of_another_type_is_not_the_scheduler_s():
+    cond = {"type": "ContainersReady", "status": "False", "reason": "Unschedulable", "message": "m"}
+    assert pending.unschedulable_condition({"status": {"conditions": [cond]}}) is None
+
+
+def test_running_pods_keep_their_labels_and_first_owner():
+    pod = _pod("r-0", limits={MIG3: "1"}, phase="Running", node="n1", owner=("StatefulSet", "r"),
+               labels={"app": "r"})
+    pod["metadata"]["ownerReferences"].append({"kind": "Other", "name": "second"})
+    assert pending.running_gpu_pods([pod]) == [{"namespace": "team-a", "name": "r-0", "labels": {"app": "r"},
+                                                "owner": {"kind": "StatefulSet", "name": "r"},
+                                                "resources": {MIG3: 1}, "node": "n1"}]
+
+
+def test_workloads_of_one_resource_keep_their_names_among_others():
+    pods = [_waiting("%s-0" % w, owner=("StatefulSet", w)) for w in ("alpha", "beta", "gamma")]
+    out = pending.pending_demand(pods, now=NOW)
+    assert [d["name"] for d in out["demand"]] == ["alpha", "beta", "gamma"]
+
+
+def test_a_pod_of_an_item_that_declares_enough_says_so():
+    demand = [{"tenant": "team-a", "name": "llm", "replicas": 2, "memory_gb": 40, "kind": "inference",
+               "isolation": "strict"}]
+    pods = [_pod("llm-6c-r0", limits={MIG3: "1"}, phase="Running", node="n1"), _waiting("llm-6c-p0")]
+    out = pending.pending_demand(pods, demand=demand, now=NOW)
+    assert out["pending"][0]["reason"] == ("item team-a/llm declares 2 replicas already: 1 pending pod(s) and 1 "
+                                           "running: 2 replicas wanted, 2 declared")
