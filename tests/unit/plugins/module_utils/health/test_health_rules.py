@@ -396,3 +396,80 @@ def test_uncordon_keeps_taints_that_differ_in_key_or_effect():
     node = _ours("a", streak="2", taints=[ours] + keep)
     act = checks.plan_actions({"a": _healthy()}, [node], {})["actions"][0]
     assert act["action"] == "uncordon" and act["patch"]["spec"]["taints"] == keep
+
+
+def test_xids_tell_devices_on_one_bus_apart_and_read_a_short_bus_id():
+    facts = {"gpus": [_gpu(0, bus="00000000:17:01.0"), _gpu(1, bus="00000000:17:00.0")]}
+    v = checks.evaluate_host(facts, kernel_log="NVRM: Xid (PCI:0000:17:01): 79, gone\nNVRM: Xid (PCI:17:00): 48, x")
+    assert [p["detail"] for p in v["problems"]] == ["GPU 0: Xid 79 (gone)", "PCI 17:00: Xid 48 (x)"]
+
+
+def test_breaker_and_hysteresis_bounds():
+    act = checks.plan_actions({"a": _healthy()}, [_ours("a", streak="0")], {"uncordon_after": 1})["actions"][0]
+    assert act["action"] == "uncordon"
+    with pytest.raises(GpuOpsError, match="max_unhealthy_fraction must be between 0 and 1, got -0.5"):
+        checks.plan_actions({}, [], {"max_unhealthy_fraction": -0.5})
+    with pytest.raises(GpuOpsError) as err:
+        checks.plan_actions({}, [_node("a")], {}, alerts={"zz": [{"accepted": True}]})
+    assert str(err.value) == "alerts name nodes that are not in the GPU node pool (the node list): zz"
+    with pytest.raises(GpuOpsError) as err:
+        checks.plan_actions({}, [_node("a")], {"node_selector": "gpu=true"}, alerts={"zz": [{"accepted": True}]})
+    assert str(err.value) == "alerts name nodes that are not in the GPU node pool (gpu=true): zz"
+
+
+def test_an_alert_not_accepted_is_skipped_not_the_rest():
+    alerts = {"a": [{"accepted": False, "status": "firing", "key": "k0", "problem": {"detail": "no", "action": "drain"}},
+                    {"accepted": True, "status": "firing", "key": "k1", "problem": {"detail": "yes", "action": "drain"}}]}
+    act = checks.plan_actions({"a": _healthy()}, [_node("a")], {"max_unhealthy_fraction": 1}, alerts=alerts)
+    assert (act["actions"][0]["action"], act["actions"][0]["reason"]) == ("cordon", "yes")
+
+
+def test_the_same_alerts_in_another_order_change_nothing_on_a_held_node():
+    recorded = ('{"k1": {"action": "drain", "check": "alert", "detail": "d1"}, '
+                '"k2": {"action": "drain", "check": "alert", "detail": "d2"}}')
+    alerts = {"a": [{"accepted": True, "status": "firing", "key": k,
+                     "problem": {"detail": "d" + k[1], "action": "drain", "check": "alert"}} for k in ("k2", "k1")]}
+    act = checks.plan_actions({"a": _healthy()}, [_ours("a", reason="d1; d2", alerts=recorded)], {},
+                              alerts=alerts)["actions"][0]
+    assert act["action"] == "keep" and act["patch"] is None
+
+
+def test_an_opted_out_node_is_reported_and_the_next_node_still_handled():
+    sick = {"healthy": False, "problems": [{"detail": "x", "action": "drain"}], "reason": "x", "remediation": "drain"}
+    out_node = _node("a")
+    out_node["metadata"]["labels"][checks.LABEL_OPT_OUT] = "false"
+    out = checks.plan_actions({"a": sick, "b": sick}, [out_node, _node("b")], {"max_unhealthy_fraction": 1})
+    assert [(a["action"], a["reason"]) for a in out["actions"]] == [
+        ("none", "opted out (gpuops.k8s/health.managed=false)"), ("cordon", "x")]
+
+
+def test_a_new_reason_is_written_whichever_way_it_sorts():
+    sick = {"healthy": False, "problems": [{"detail": "b-reason", "action": "drain"}], "reason": "b-reason",
+            "remediation": "drain"}
+    act = checks.plan_actions({"a": sick}, [_ours("a", reason="a-reason")], {})["actions"][0]
+    assert act["patch"] == {"metadata": {"annotations": {checks.ANN_STREAK: "0", checks.ANN_REASON: "b-reason"}}}
+
+
+def test_an_open_breaker_blocks_every_new_cordon_and_a_cordon_adds_our_taint_once():
+    sick = {"healthy": False, "problems": [{"detail": "x", "action": "drain"}], "reason": "x", "remediation": "drain"}
+    held = _ours("h", reason="x")  # already quarantined: 1 of 4 nodes, limit floor(4 x 0.25) = 1
+    out = checks.plan_actions({"a": sick, "b": sick, "h": sick}, [_node("a"), _node("b"), _node("c"), held],
+                              {"max_unhealthy_fraction": 0.25})
+    assert [a["action"] for a in out["actions"]] == ["blocked", "blocked", "none", "keep"]
+    node = _node("a")
+    node["spec"]["taints"] = [dict(checks.DEFAULT_TAINT)]
+    act = checks.plan_actions({"a": sick}, [node], {"max_unhealthy_fraction": 1}, now="2027-01-15T08:00:00Z")
+    patch = act["actions"][0]["patch"]
+    assert patch["spec"]["taints"] == [checks.DEFAULT_TAINT]
+    assert patch["metadata"]["annotations"][checks.ANN_SINCE] == "2027-01-15T08:00:00Z"
+
+
+def test_the_window_keeps_its_boundary_and_stamps_ahead_of_the_clock():
+    lines = ["2027-01-15T07:55:00+00:00 exactly 300 s old", "2027-01-15T08:10:00+00:00 ahead of this clock"]
+    assert checks.recent_log("\n".join(lines), NOW, 300).splitlines() == lines
+
+
+def test_a_path_does_not_turn_the_journal_into_a_file():
+    run, calls = _runner({"journalctl": (0, "j", "")})
+    assert checks.read_kernel_log({"kernel_log_source": "journal", "kernel_log_path": "/var/log/kern.log"}, run,
+                                  lambda p: True) == ("j", "journal")
