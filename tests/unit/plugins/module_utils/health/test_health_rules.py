@@ -456,6 +456,10 @@ def test_an_open_breaker_blocks_every_new_cordon_and_a_cordon_adds_our_taint_onc
     out = checks.plan_actions({"a": sick, "b": sick, "h": sick}, [_node("a"), _node("b"), _node("c"), held],
                               {"max_unhealthy_fraction": 0.25})
     assert [a["action"] for a in out["actions"]] == ["blocked", "blocked", "none", "keep"]
+    # the limit lowered below the quarantined count (floor(4 x 0.2) = 0 < 1): still no new cordon
+    out = checks.plan_actions({"a": sick, "b": sick, "h": sick}, [_node("a"), _node("b"), _node("c"), held],
+                              {"max_unhealthy_fraction": 0.2})
+    assert [a["action"] for a in out["actions"]] == ["blocked", "blocked", "none", "keep"]
     node = _node("a")
     node["spec"]["taints"] = [dict(checks.DEFAULT_TAINT)]
     act = checks.plan_actions({"a": sick}, [node], {"max_unhealthy_fraction": 1}, now="2027-01-15T08:00:00Z")
