@@ -58,3 +58,36 @@ def test_overlapping_current_instances_are_never_both_kept():
     plan = mig_plan.plan_gpu(A100.profiles, current, [T("1g.10gb", (1,))] * 2 + [T("2g.20gb", (2,))])
     assert plan.keep == current[1:] and plan.destroy == current[:1]
     assert [t for t, _s in plan.create] == [T("1g.10gb", (1,))] and plan.create[0][1] in (2, 3, 4, 5)
+
+
+def test_a_new_instance_goes_where_it_leaves_the_most_room():
+    """A100 80GB with a 4g.40gb at slices 0-3; one 1g.10gb more. At 4 or 5 it leaves 1g.10gb x2 and 1g.20gb at 6
+    free (3 placements of those profiles); at 6 it leaves 1g.10gb at 4 and 5, 1g.20gb at 4 and 2g.20gb at 4 (4):
+    slice 6, "a 1g next to a 4g goes where a 2g still fits beside it". The plan lists creations by start."""
+    current = [_inst("4g.40gb", 0, 1)]
+    plan = mig_plan.plan_gpu(A100.profiles, current, [T("4g.40gb", (4,)), T("1g.10gb", (1,))])
+    assert plan.keep == current and plan.destroy == [] and plan.create == [(T("1g.10gb", (1,)), 6)]
+    plan = mig_plan.plan_gpu(A100.profiles, [], [T("1g.10gb", (1,)), T("4g.40gb", (4,))])
+    assert plan.create == [(T("4g.40gb", (4,)), 0), (T("1g.10gb", (1,)), 6)]
+
+
+def test_compute_instances_pack_first_fit_decreasing():
+    """A30 4g.24gb GIs (4 compute slices) for two 2c and two 1c: 2+2 fill one GI, 1+1 the next (first-fit
+    decreasing; increasing order would give 1+1+2 and 2)."""
+    assert mig_plan.targets_from_mig_devices({"1c.4g.24gb": 2, "2c.4g.24gb": 2}, A30.profiles, "a30") == [
+        T("4g.24gb", (2, 2)), T("4g.24gb", (1, 1))]
+
+
+def test_the_memory_check_names_the_slices_needed():
+    with pytest.raises(GpuOpsError) as err:
+        mig_plan.plan_gpu(A100.profiles, [], [T("3g.40gb", (3,))] + [T("1g.20gb", (1,))] * 3, label="a100")
+    assert str(err.value) == "layout 3 x 1g.20gb, 1 x 3g.40gb needs 10 memory slices but a100 has 8"
+
+
+def test_a_busy_instance_in_the_way_names_the_layout():
+    busy = mig_instances.Instance("1g.10gb", 0, 1, 1, (1,), True)
+    with pytest.raises(GpuOpsError) as err:
+        mig_plan.plan_gpu(A100.profiles, [busy], [T("7g.80gb", (7,))])
+    assert str(err.value) == ("GPU: the layout 1 x 7g.80gb needs to destroy busy MIG instance(s) 1g.10gb gi 1 at 0 "
+                              "(processes are running on them; they are not in the target layout); stop the "
+                              "workloads or set force: true")
