@@ -243,7 +243,7 @@ def _forget(db, job_id):
 def run_file(target, tests, args):
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
-    base = _session(target)
+    base = _session(target) + (("-" + args.session) if args.session else "")
     db_path, cfg, stamp = base + ".sqlite", base + ".toml", base + ".src"
     src = os.path.join(TOP, target)
     digest = _digest(src)
@@ -356,6 +356,8 @@ def main():
     p.add_argument("--report-only", action="store_true", help="print the sessions' state, run nothing")
     p.add_argument("--tree", default=TREE, help="where to copy the tree and mutate (default %(default)s; give "
                    "another to run two files at once)")
+    p.add_argument("--session", metavar="NAME", help="use the sessions <file>-NAME (e.g. a copy that holds only the "
+                   "mutants already run, to re-run its survivors)")
     p.add_argument("--run-tests", metavar="SESSION", help=argparse.SUPPRESS)  # cosmic-ray's test command
     args = p.parse_args()
     TREE = os.path.abspath(args.tree)
