@@ -221,8 +221,8 @@ def claims(results, sizes):
         b = out[best]["capacity"]
         bu = stats.mean_ci([c["utilisation_pct"] for c in per_seed(b)])
         lines.append(("combined +50 %% / above 80 %% (best measured: %s)" % best,
-                      "utilisation %s %% relative; %.2f %% (CI %s)" % (_ci(diffs[best]["utilisation_pct_rel_pct"]),
-                                                                    bu["mean"], bu["ci95"]),
+                      "utilisation %s %% relative; %.2f %% (CI %s)" % (
+                          _ci(diffs[best]["utilisation_pct_rel_pct"]), bu["mean"], bu["ci95"]),
                       "above 80 %%: %s" % ("yes" if bu["ci95"] and bu["ci95"][0] > 80 else "no")))
     if sizes:
         parts = []

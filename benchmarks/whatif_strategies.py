@@ -63,8 +63,9 @@ def paired(a, b, f):
     """Mean ± stdev over seeds of b - a (GPU-hours: relative, %), and each seed's difference."""
     rel = f.startswith("gpu_hours")
     d = [(y[f] - x[f]) / x[f] * 100.0 if rel else y[f] - x[f] for x, y in zip(res[a], res[b])]
-    return "%+.2f%s ± %.2f (per seed %s)" % (statistics.mean(d), " %" if rel else " pp" if f.endswith("pct") else "",
-                                          statistics.stdev(d), ", ".join("%+.2f" % v for v in d))
+    unit = " %" if rel else " pp" if f.endswith("pct") else ""
+    return "%+.2f%s ± %.2f (per seed %s)" % (statistics.mean(d), unit, statistics.stdev(d),
+                                             ", ".join("%+.2f" % v for v in d))
 
 
 if START:

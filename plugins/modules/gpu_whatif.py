@@ -255,7 +255,7 @@ options:
         placed, <=), C(never_placed_pct) (pods never placed, <=); an empty mapping means C(served_pct) 99.
       - Bisection over the sizes (to 5 % of the GPUs), starting from the previous seed's answer; a replay stops
         early once the target can no longer be met. A target not met with every node is reported as
-        C(met=false), not as an error. RV(runs[].capacity) and RV(capacity) hold the answer.
+        C(met=false), not as an error. C(runs[].capacity) and RV(capacity) hold the answer.
     type: dict
   baseline:
     description:

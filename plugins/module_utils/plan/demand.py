@@ -29,7 +29,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.common import validatio
 from ansible_collections.gpuops.k8s.plugins.module_utils.common import diff as diff_helper
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (  # noqa: F401  (Node, Item: re-exported)
-    OBJECTIVES, SOLVERS, WHOLE, Item, Layout, Node, PlanOptions, PlanRequest, Prices)
+    WHOLE, Item, Layout, Node, PlanOptions, PlanRequest, Prices)
 
 KINDS = ("inference", "training", "dev")
 ISOLATIONS = ("strict", "shared")

@@ -90,8 +90,8 @@ def retime(seq: Sequence[Any], window: str = "active", factor: float = 1.0) -> T
             c = start + (c0 - start) / factor
             d = None if p.deletion_time is None else c + (p.deletion_time - c0)
             out.append(p._replace(creation_time=c, deletion_time=d))
-    end = max(max(p.creation_time for p in out), max([p.deletion_time for p in out if p.deletion_time is not None]
-                                                      or [0.0]))
+    deletions = [p.deletion_time for p in out if p.deletion_time is not None]
+    end = max(max(p.creation_time for p in out), max(deletions or [0.0]))
     return out, end
 
 

@@ -232,7 +232,8 @@ class Preemptor(object):
                    pos)
             if best is None or key < best[0]:
                 best = (key, node, victims)
-        assert best is not None, "pick needs at least one candidate"
+        if best is None:
+            raise GpuOpsError("preemption: pick needs at least one candidate node")
         return best[1], best[2]
 
     def preempt(self, k: int, t: float) -> int:

@@ -48,7 +48,7 @@ def check_autoscaler(value: Any) -> Optional[Dict[str, Any]]:
             raise GpuOpsError("autoscaler.%s must be an integer >= %d, not %r" % (k, 1 if k == "max_nodes" else 0, v),
                               valid="integer")
     if out["max_nodes"] is not None and out["min_nodes"] > out["max_nodes"]:
-        raise GpuOpsError("autoscaler.min_nodes (%d) must not exceed max_nodes (%d)" % (out["min_nodes"], out["max_nodes"]))
+        raise GpuOpsError("autoscaler.min_nodes (%s) must not exceed max_nodes (%s)" % (out["min_nodes"], out["max_nodes"]))
     return out
 
 

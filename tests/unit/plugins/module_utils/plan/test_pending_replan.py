@@ -74,16 +74,16 @@ def test_new_items_sized_so_the_planner_picks_the_requested_profile():
     # the planner serves the new item with the profile the pods ask for, on A100 and H100 alike
     for model in (A100, "NVIDIA H100 80GB HBM3"):
         plan = plan_of({"nodes": [{"name": "n1", "gpus": [{"model": model, "count": 2}]}],
-                            "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
+                        "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
         assert [d["resource"] for d in plan["decisions"]] == ["nvidia.com/mig-3g.40gb"]
     # on a fleet whose cheaper A100 40GB has no 3g.40gb (it would give a whole GPU), the item goes where the profile is
     plan = plan_of({"nodes": [{"name": "small", "gpus": [{"model": "NVIDIA A100-SXM4-40GB", "count": 8}]},
-                                  {"name": "big", "gpus": [{"model": A100, "count": 1}]}],
-                        "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
+                              {"name": "big", "gpus": [{"model": A100, "count": 1}]}],
+                    "demand": [new[("team-a", "llm")]], "solver": "heuristic"})
     assert [(d["resource"], d["model"]) for d in plan["decisions"]] == [("nvidia.com/mig-3g.40gb", "a100_80gb")]
     with pytest.raises(GpuOpsError, match="unknown MIG resource"):
         plan_of({"nodes": [{"name": "big", "gpus": [{"model": A100, "count": 1}]}],
-                     "demand": [dict(new[("team-a", "llm")], resource="nvidia.com/mig-3g.41gb")]})
+                 "demand": [dict(new[("team-a", "llm")], resource="nvidia.com/mig-3g.41gb")]})
 
 
 def test_pending_pods_of_a_declared_item_raise_its_replicas_to_running_plus_pending():
