@@ -22,8 +22,8 @@ def pod(name, created, deleted, qos, num=1, spec=None, milli=1000):
     return out
 
 
-def replay(nodes, pods, priorities=None, sharing="exclusive", **kw):
-    priorities = PRIO if priorities is None else priorities
+def replay(nodes, pods, priorities="test-default", sharing="exclusive", **kw):
+    priorities = dict(PRIO) if priorities == "test-default" else priorities  # None: no priorities
     p = runner.normalise({"nodes": nodes, "pods": pods, "departures": True, "inflation": 0, "order": "file",
                           "scoring": ["best-fit"], "sharing": [sharing], "priorities": priorities, **kw})
     nodes_all, pods_in = runner.load_inputs(p)
