@@ -283,8 +283,9 @@ def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None,
         changed = sorted(h for h, r in recap.items() if r["changed"] or r["failed"])
         idempotent = {"seconds": round(seconds, 1), "hosts_changed_or_failed": changed}
         out.write("one more run: %.1f s, hosts changed or failed: %d\n" % (seconds, len(changed)))
-    total = dict((k, sum(r[k] for r in runs)) for k in ("faults_injected", "faults_transient", "faults_permanent",
-                                                         "faults_after_change", "retries", "hosts_failed"))
+    counted = ("faults_injected", "faults_transient", "faults_permanent", "faults_after_change", "retries",
+               "hosts_failed")
+    total = dict((k, sum(r[k] for r in runs)) for k in counted)
     total["kept_instances_destroyed"] = max([r["kept_instances_destroyed"] for r in runs] or [0])
     total["processes_lost"] = max([r["processes_lost"] for r in runs] or [0])
     out.write("total: runs to converge %s; faults injected %d (transient %d, %d of them after the change; permanent %d); "

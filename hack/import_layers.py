@@ -66,7 +66,7 @@ def layers(graph):
 
     for g in deps:
         level(g)
-    out = [[] for _ in range(max(rank.values()))]
+    out = [[] for dummy in range(max(rank.values()))]
     for f in sorted(graph):
         out[rank[group[f]] - 1].append(f)
     return out

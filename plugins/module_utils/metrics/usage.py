@@ -80,7 +80,7 @@ def model_of(name: Any) -> Optional[gpu_catalog.GpuModel]:
 def _profile_on(model, profile):
     """``(compute fraction, memory MiB)`` of a MIG profile, on ``model`` or on the catalog models that have it."""
     gi = re.sub(r"^\d+c\.", "", profile)
-    models = [model] if model is not None and model.profiles else [m for m in gpu_catalog.CATALOG.values()]
+    models = [model] if model is not None and model.profiles else list(gpu_catalog.CATALOG.values())
     for m in models:
         for p in m.profiles:
             if p.name == gi:
@@ -284,11 +284,10 @@ def compute_usage(series: Mapping[str, List[Dict[str, Any]]], grid: Grid, option
         for r in idle_runs:
             if len(r) >= idle_min_steps:
                 entry["idle_hours"] += len(r) * grid.hours
-                entry["idle_gpu_hours"] += sum(a for _, a in r) * grid.hours
+                entry["idle_gpu_hours"] += sum(a for dummy, a in r) * grid.hours
         entry["whole_gpus_only"] = whole_only
-        entry["mean_activity_pct"] = (100.0 * entry["active_gpu_hours"] / (entry["allocated_gpu_hours"] -
-                                                                            entry["unmeasured_gpu_hours"])
-                                      if entry["allocated_gpu_hours"] - entry["unmeasured_gpu_hours"] > 1e-12 else None)
+        measured = entry["allocated_gpu_hours"] - entry["unmeasured_gpu_hours"]
+        entry["mean_activity_pct"] = 100.0 * entry["active_gpu_hours"] / measured if measured > 1e-12 else None
         acts.sort()
         mems.sort()
         entry["_stats"] = {"act_peak": acts[-1] if acts else None, "act_p95": _pct(acts, 0.95),
@@ -326,7 +325,7 @@ def _namespace_tenants(series, grid, o):
     label = o.get("tenant_label")
     if label:
         key = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", str(label))
-        for lab, _, _ in _samples(grid, series.get("namespaces") or []):
+        for lab, dummy_t, dummy_v in _samples(grid, series.get("namespaces") or []):
             if lab.get(key):
                 out[str(lab.get("namespace", ""))] = str(lab[key])
     out.update(dict((str(k), str(v)) for k, v in (o.get("tenants") or {}).items()))

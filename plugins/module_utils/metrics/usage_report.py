@@ -139,14 +139,15 @@ def usage_report(client: Any, params: Mapping[str, Any], now: Optional[float] = 
     series = dict((name, [r for r in client.query_range(q, first, last, prom_duration(w["step"])) if r["values"]])
                   for name, q in qs.items())
     metric_of = dict(METRIC_OF, compute=o["compute_metric"])
-    out: Dict[str, Any] = {"window": {"start": _iso(w["start"]), "end": _iso(w["end"]), "step": prom_duration(w["step"]),
-                      "hours": round((grid.n * w["step"]) / 3600.0, 4)}, "queries": qs, "no_data": False}
+    window_out = {"start": _iso(w["start"]), "end": _iso(w["end"]), "step": prom_duration(w["step"]),
+                  "hours": round((grid.n * w["step"]) / 3600.0, 4)}
+    out: Dict[str, Any] = {"window": window_out, "queries": qs, "no_data": False}
     if not any(series[n] for n in _ALWAYS + ("requests",)):
-        out.update(_empty(), no_data=True,
-                   message="no data in the window %s - %s: Prometheus at %s has none of %s there (a window before the "
-                           "exporters ran, or after the retention?)" % (out["window"]["start"], out["window"]["end"],
-                                                                       client.url, ", ".join(sorted(set(
-                                                                           metric_of.values())))))
+        metrics = ", ".join(sorted(set(metric_of.values())))
+        where = (window_out["start"], window_out["end"], client.url, metrics)
+        message = ("no data in the window %s - %s: Prometheus at %s has none of %s there (a window before the "
+                   "exporters ran, or after the retention?)" % where)
+        out.update(_empty(), no_data=True, message=message)
         return out
     for name in _ALWAYS + (("namespaces",) if o["tenant_label"] else ()):
         if not series[name]:
@@ -264,4 +265,3 @@ def run(params: Mapping[str, Any], check_mode: bool = False, diff: bool = False,
         if d:
             out["diff"] = d
     return out
-

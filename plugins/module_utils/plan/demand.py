@@ -121,7 +121,6 @@ def _current_layouts(value, models, configs, where):
                 out.append(None if v is None else _one_layout(v, m, "%s[%d]" % (where, i)))
         return out, None
     _fail("%s must be a mig config name, a mapping profile -> count, or a list per GPU" % where)
-    return None, None
 
 
 def _one_layout(value, model, where):

@@ -25,8 +25,8 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import heuristic, milp, outputs, packing
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import options as opt
-from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (Item, Node, PlanRequest, PlanResult,
-                                                                         Prices, fleet_models)
+from ansible_collections.gpuops.k8s.plugins.module_utils.plan.api import (
+    Item, Node, PlanRequest, PlanResult, Prices, fleet_models)
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan.fleet import Fleet
 
 # per item index: why each model that cannot serve it cannot

@@ -80,8 +80,8 @@ def device_classes(profiles: Optional[List[str]] = None, extended_resources: boo
         if name in seen:
             continue
         seen.add(name)
-        spec: Dict[str, Any] = {"selectors": [{"cel": {"expression": "%s && %s.type == 'mig' && %s.profile == '%s'"
-                                                     % (base, attr, attr, canon)}}]}
+        expression = "%s && %s.type == 'mig' && %s.profile == '%s'" % (base, attr, attr, canon)
+        spec: Dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
         if extended_resources:
             spec["extendedResourceName"] = gpu_catalog.resource_name(canon)
         out.append({"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec})

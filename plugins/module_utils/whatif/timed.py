@@ -222,16 +222,18 @@ def capacity_run(p: Dict[str, Any], nodes_all: Sequence[Any], pods: Sequence[Any
                      "replay_seconds": []})
         per_run[label] = res["caps"]
     cl = prepare.describe_cluster(nodes_all)
-    out: Dict[str, Any] = {"departures": True, "curve": [], "summary": runs[0]["summary"], "runs": runs,
-           "capacity": dict((label, r["capacity"]) for r, (dummy_sh, dummy_sc, label) in zip(runs, _labels(p))),
-           "target": dict(p["capacity_search"]),
-           "cluster": dict(cl, searched_up_to_gpus=p.get("cluster_gpus") or cl["gpus"]),
-           "workload": {"pods": len(pods), "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"],
-                        "arrivals": None, "added_by_inflation": None, "removed_by_inflation": None},
-           "prices": dict((m, trace_models.price_of(m, p["prices"]))
-                          for m in sorted(set(n.model for n in nodes_all if n.model))),
-           "timing": {"load_seconds": round(t_load, 3), "replay_seconds": {}, "total_seconds": round(clock() - t0, 3)},
-           "params": p}
+    out: Dict[str, Any] = {
+        "departures": True, "curve": [], "summary": runs[0]["summary"], "runs": runs,
+        "capacity": dict((label, r["capacity"]) for r, (dummy_sh, dummy_sc, label) in zip(runs, _labels(p))),
+        "target": dict(p["capacity_search"]),
+        "cluster": dict(cl, searched_up_to_gpus=p.get("cluster_gpus") or cl["gpus"]),
+        "workload": {"pods": len(pods), "inflation": p["inflation"], "order": p["order"], "seeds": p["seeds"],
+                     "arrivals": None, "added_by_inflation": None, "removed_by_inflation": None},
+        "prices": dict((m, trace_models.price_of(m, p["prices"]))
+                       for m in sorted(set(n.model for n in nodes_all if n.model))),
+        "timing": {"load_seconds": round(t_load, 3), "replay_seconds": {}, "total_seconds": round(clock() - t0, 3)},
+        "params": p
+    }
     finish(out, p, end)
     if len(runs) > 1 and len(p["seeds"]) > 1:
         out["paired"]["capacity"] = stats.paired(per_run, _baseline(p), PAIRED_CAPACITY, relative=("gpus", "utilisation_pct"))

@@ -54,8 +54,8 @@ def test_pending_demand_new_items_sized_for_the_requested_resource():
          "kind": "inference", "resource": MIG1},
         {"tenant": "team-b", "name": "nb", "replicas": 1, "memory_gb": 12.0, "isolation": "shared", "kind": "inference",
          "resource": SHARED}]
-    assert [(c["tenant"], c["name"], c["field"]) for c in out["changes"]] == [("team-a", "llm", "item"),
-                                                                             ("team-b", "nb", "item")]
+    changes = [(c["tenant"], c["name"], c["field"]) for c in out["changes"]]
+    assert changes == [("team-a", "llm", "item"), ("team-b", "nb", "item")]
     assert out["ignored"] == [{"namespace": "team-a", "name": "etl-0", "reason": "unschedulable for another reason "
                                "than its GPU resource: 0/2 nodes are available: 2 Insufficient cpu."}]
     assert out["busy_nodes"] == {"n1": 1} and out["changed"] is True

@@ -284,14 +284,14 @@ def test_kernel_log_sources_and_their_errors(tmp_path):
     run, calls = _runner({"journalctl": (1, "partial", "oops"), "dmesg": (0, "dmesg text", "")})
     assert checks.read_kernel_log({}, run, lambda p: p == "/bin/journalctl") == ("dmesg text", "dmesg")
     assert [c[0] for c in calls] == ["journalctl", "dmesg"]
-    run, _ = _runner({"journalctl": (2, "", " no journal \n")})
+    run, dummy = _runner({"journalctl": (2, "", " no journal \n")})
     with pytest.raises(GpuOpsError) as err:
         checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: True)
     assert str(err.value) == "journalctl -k failed (rc 2): no journal"
-    run, _ = _runner({"dmesg": (-9, "", "killed")})
+    run, dummy = _runner({"dmesg": (-9, "", "killed")})
     with pytest.raises(GpuOpsError, match=r"dmesg failed \(rc -9\): killed"):
         checks.read_kernel_log({"kernel_log_source": "dmesg"}, run, lambda p: True)
-    run, _ = _runner({"dmesg": (1, "", "Operation not permitted\n")})
+    run, dummy = _runner({"dmesg": (1, "", "Operation not permitted\n")})
     with pytest.raises(GpuOpsError) as err:
         checks.read_kernel_log({"kernel_log_source": "dmesg"}, run, lambda p: True)
     assert str(err.value) == ("cannot read the kernel log: dmesg failed (rc 1): Operation not permitted. Run as root, "
@@ -359,7 +359,7 @@ def test_auto_uses_journalctl_only_where_it_is_installed():
     assert checks.read_kernel_log({}, run, lambda p: False) == ("d", "dmesg") and [c[0] for c in calls] == ["dmesg"]
     run, calls = _runner({"journalctl": (0, "j", ""), "dmesg": (0, "d", "")})
     assert checks.read_kernel_log({}, run, lambda p: p == "/usr/bin/journalctl") == ("j", "journal")
-    run, _ = _runner({"journalctl": (-9, "", "killed")})
+    run, dummy = _runner({"journalctl": (-9, "", "killed")})
     with pytest.raises(GpuOpsError, match=r"journalctl -k failed \(rc -9\): killed"):
         checks.read_kernel_log({"kernel_log_source": "journal"}, run, lambda p: True)
 

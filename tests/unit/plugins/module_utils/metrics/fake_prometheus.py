@@ -116,9 +116,9 @@ def _over_time(inner, series, at):
         pts = [(t, v) for t, v in s["samples"] if at - w < t <= at]
         if not pts:
             continue
-        vals = [v for _, v in pts]
+        vals = [v for dummy, v in pts]
         value = {"max": lambda: max(vals), "min": lambda: min(vals), "count": lambda: len(vals),
-                 "avg": lambda: sum(vals) / len(vals), "first": lambda: min(t for t, _ in pts),
+                 "avg": lambda: sum(vals) / len(vals), "first": lambda: min(t for t, dummy in pts),
                  "quantile": lambda: quantile(float(phi), vals)}[fn]()
         out.append((dict((k, v) for k, v in s["labels"].items() if k != "__name__"), value))
     return out

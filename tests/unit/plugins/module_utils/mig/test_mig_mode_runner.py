@@ -79,7 +79,8 @@ def test_enable_then_idempotent_then_reset(host):
 
 def test_diff_is_per_uuid(host):
     res = run(host, devices=[2])
-    (uuid,) = res["diff"]["before"]
+    assert len(res["diff"]["before"]) == 1
+    uuid = next(iter(res["diff"]["before"]))
     assert res["diff"]["before"][uuid] == {"current": False, "pending": False}
     assert res["diff"]["after"][uuid] == {"current": True, "pending": True}
 

@@ -88,7 +88,7 @@ def test_create_that_the_driver_made_before_failing_is_not_made_twice(tmp_path):
     assert _gis(path) == [(9, create["placement"]["start"], [3])]
     assert create["gpu_instance_id"] == nvml_sim.load_state(path)["gpus"][0]["gpu_instances"][0]["id"]
     # and a second run changes nothing
-    again, _ = _run(path, {"3g.40gb": 1})
+    again, dummy = _run(path, {"3g.40gb": 1})
     assert again["changed"] is False and again["nvml_retries"] == []
 
 
@@ -96,7 +96,7 @@ def test_gpu_instance_made_before_the_error_is_rolled_back_and_made_once(tmp_pat
     path = _host(tmp_path)
     _faults(path, {"call": "nvmlDeviceCreateGpuInstanceWithPlacement", "error": "NVML_ERROR_TIMEOUT", "count": 1,
                    "after_change": True})
-    result, _ = _run(path, {"3g.40gb": 1})
+    result, dummy = _run(path, {"3g.40gb": 1})
     create = [a for a in result["actions"] if a["action"] == "create"][0]
     assert len(result["nvml_retries"]) == 1 and _gis(path) == [(9, create["placement"]["start"], [3])]
 
@@ -116,7 +116,7 @@ def _busy_kept_host(tmp_path):
 def test_destroy_that_the_driver_did_before_failing_is_not_tried_again_and_the_kept_instance_stays(tmp_path):
     path, kept_id, kept_uuid = _busy_kept_host(tmp_path)
     _faults(path, {"call": "nvmlGpuInstanceDestroy", "error": "NVML_ERROR_TIMEOUT", "count": 1, "after_change": True})
-    result, _ = _run(path, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})
+    result, dummy = _run(path, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})
     assert [(r["action"], r["error"], r["attempt"]) for r in result["nvml_retries"]] == [
         ("destroy", "NVML_ERROR_TIMEOUT", 1)]
     gis = nvml_sim.load_state(path)["gpus"][0]["gpu_instances"]

@@ -97,10 +97,9 @@ def test_pods_the_drain_skips_do_not_count():
 
 
 def test_pods_on_other_nodes_do_not_count():
-    out = replan.rollout_guard(_plan("n1", "n2"), [_pod("bare", owner=None, node="n2"),
-                                                    _pod("elsewhere", owner=None, node="n9"),
-                                                    {"metadata": {"name": "unscheduled", "namespace": "serve"}}],
-                               [])
+    pods = [_pod("bare", owner=None, node="n2"), _pod("elsewhere", owner=None, node="n9"),
+            {"metadata": {"name": "unscheduled", "namespace": "serve"}}]
+    out = replan.rollout_guard(_plan("n1", "n2"), pods, [])
     assert out["roll"] == ["n1"] and [d["node"] for d in out["deferred"]] == ["n2"]
 
 
