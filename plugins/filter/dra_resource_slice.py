@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import DATA_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 
 DOCUMENTATION = r"""
@@ -51,13 +49,9 @@ _value:
 """
 
 
+@filter_errors(DATA_ERRORS)
 def dra_resource_slice(host, node, generation=1):
-    try:
-        return gpu_dra.resource_slice(node, host, generation)
-    except (GpuOpsError, KeyError, TypeError, ValueError) as e:
-        raise AnsibleFilterError("dra_resource_slice: %s" % e)
+    return gpu_dra.resource_slice(node, host, generation)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"dra_resource_slice": dra_resource_slice}
+FilterModule = filter_module(dra_resource_slice)

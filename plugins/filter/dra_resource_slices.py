@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import DATA_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
 
@@ -66,15 +64,11 @@ _value:
 """
 
 
+@filter_errors(DATA_ERRORS)
 def dra_resource_slices(host, node, dynamic=True, generation=1):
-    try:
-        if not dynamic:
-            return [gpu_dra.resource_slice(node, host, generation)]
-        return gpu_dra_dynamic.resource_slices(node, host, generation)
-    except (GpuOpsError, KeyError, TypeError, ValueError) as e:
-        raise AnsibleFilterError("dra_resource_slices: %s" % e)
+    if not dynamic:
+        return [gpu_dra.resource_slice(node, host, generation)]
+    return gpu_dra_dynamic.resource_slices(node, host, generation)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"dra_resource_slices": dra_resource_slices}
+FilterModule = filter_module(dra_resource_slices)
