@@ -32,15 +32,10 @@ notes:
   - On a time-sliced GPU DCGM reports the device, not the pod; each replica is credited the device's activity.
   - Pods left out of the cost (no price, or no DCGM series to tell their GPU model) come back as warnings.
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.controller
   - gpuops.k8s.report
 attributes:
   check_mode:
-    support: full
     description: Prometheus is read and everything computed; O(report) is not written, C(changed) says if it would be.
-  diff_mode:
-    support: full
-    description: The Markdown report before and after.
 options:
   prometheus_url:
     description: Base URL of the Prometheus HTTP API, for example C(http://prometheus-operated.monitoring:9090).
