@@ -20,19 +20,8 @@ description:
     C(gpu-<index>-mig-<gi>-<ci>) (the parent is then not allocatable). Attributes C(type) (gpu, mig), C(uuid),
     C(productName), C(brand), C(architecture), C(index), C(driverVersion), C(cudaDriverVersion), and C(profile),
     C(parentUUID), C(parentIndex) on MIG devices; capacity C(memory).
-options:
-  _input:
-    description: The result of M(gpuops.k8s.gpu_info) (its C(gpus), C(driver_version), C(cuda_driver_version)).
-    type: dict
-    required: true
-  node:
-    description: The Kubernetes node name (also the pool name).
-    type: str
-    required: true
-  generation:
-    description: The pool generation; raise it when the devices change so the scheduler drops older slices.
-    type: int
-    default: 1
+extends_documentation_fragment:
+  - gpuops.k8s.dra_node
 """
 
 EXAMPLES = r"""

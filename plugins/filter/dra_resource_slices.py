@@ -29,23 +29,13 @@ description:
   - With O(dynamic=false), the static mode of M(gpuops.k8s.dra_resource_slice#filter) as a one-item list.
   - Fails, naming what is valid, on a node with no MIG-capable GPU, a GPU model the catalog does not know, or an
     Ampere GPU with MIG mode off (turn it on first with M(gpuops.k8s.mig_mode)).
+extends_documentation_fragment:
+  - gpuops.k8s.dra_node
 options:
-  _input:
-    description: The result of M(gpuops.k8s.gpu_info) (its C(gpus), C(driver_version), C(cuda_driver_version)).
-    type: dict
-    required: true
-  node:
-    description: The Kubernetes node name (also the pool name).
-    type: str
-    required: true
   dynamic:
     description: Publish every MIG profile x placement with counters (dynamic MIG) rather than the existing instances.
     type: bool
     default: true
-  generation:
-    description: The pool generation; raise it when the devices change so the scheduler drops older slices.
-    type: int
-    default: 1
 """
 
 EXAMPLES = r"""
