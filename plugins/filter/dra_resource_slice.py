@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import DATA_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 
 DOCUMENTATION = r"""
@@ -22,19 +20,8 @@ description:
     C(gpu-<index>-mig-<gi>-<ci>) (the parent is then not allocatable). Attributes C(type) (gpu, mig), C(uuid),
     C(productName), C(brand), C(architecture), C(index), C(driverVersion), C(cudaDriverVersion), and C(profile),
     C(parentUUID), C(parentIndex) on MIG devices; capacity C(memory).
-options:
-  _input:
-    description: The result of M(gpuops.k8s.gpu_info) (its C(gpus), C(driver_version), C(cuda_driver_version)).
-    type: dict
-    required: true
-  node:
-    description: The Kubernetes node name (also the pool name).
-    type: str
-    required: true
-  generation:
-    description: The pool generation; raise it when the devices change so the scheduler drops older slices.
-    type: int
-    default: 1
+extends_documentation_fragment:
+  - gpuops.k8s.dra_node
 """
 
 EXAMPLES = r"""
@@ -51,13 +38,9 @@ _value:
 """
 
 
+@filter_errors(DATA_ERRORS)
 def dra_resource_slice(host, node, generation=1):
-    try:
-        return gpu_dra.resource_slice(node, host, generation)
-    except (GpuOpsError, KeyError, TypeError, ValueError) as e:
-        raise AnsibleFilterError("dra_resource_slice: %s" % e)
+    return gpu_dra.resource_slice(node, host, generation)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"dra_resource_slice": dra_resource_slice}
+FilterModule = filter_module(dra_resource_slice)

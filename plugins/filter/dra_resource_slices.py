@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import DATA_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
 
@@ -31,23 +29,13 @@ description:
   - With O(dynamic=false), the static mode of M(gpuops.k8s.dra_resource_slice#filter) as a one-item list.
   - Fails, naming what is valid, on a node with no MIG-capable GPU, a GPU model the catalog does not know, or an
     Ampere GPU with MIG mode off (turn it on first with M(gpuops.k8s.mig_mode)).
+extends_documentation_fragment:
+  - gpuops.k8s.dra_node
 options:
-  _input:
-    description: The result of M(gpuops.k8s.gpu_info) (its C(gpus), C(driver_version), C(cuda_driver_version)).
-    type: dict
-    required: true
-  node:
-    description: The Kubernetes node name (also the pool name).
-    type: str
-    required: true
   dynamic:
     description: Publish every MIG profile x placement with counters (dynamic MIG) rather than the existing instances.
     type: bool
     default: true
-  generation:
-    description: The pool generation; raise it when the devices change so the scheduler drops older slices.
-    type: int
-    default: 1
 """
 
 EXAMPLES = r"""
@@ -66,15 +54,11 @@ _value:
 """
 
 
+@filter_errors(DATA_ERRORS)
 def dra_resource_slices(host, node, dynamic=True, generation=1):
-    try:
-        if not dynamic:
-            return [gpu_dra.resource_slice(node, host, generation)]
-        return gpu_dra_dynamic.resource_slices(node, host, generation)
-    except (GpuOpsError, KeyError, TypeError, ValueError) as e:
-        raise AnsibleFilterError("dra_resource_slices: %s" % e)
+    if not dynamic:
+        return [gpu_dra.resource_slice(node, host, generation)]
+    return gpu_dra_dynamic.resource_slices(node, host, generation)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"dra_resource_slices": dra_resource_slices}
+FilterModule = filter_module(dra_resource_slices)

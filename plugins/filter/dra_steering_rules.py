@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import DATA_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
 
 DOCUMENTATION = r"""
@@ -61,13 +59,9 @@ _value:
 """
 
 
+@filter_errors(DATA_ERRORS)
 def dra_steering_rules(slices, open, effect="NoSchedule"):  # noqa: A002 - the option name the issue gives
-    try:
-        return gpu_dra_dynamic.steering_rules(slices, open, effect)
-    except (GpuOpsError, KeyError, TypeError, ValueError) as e:
-        raise AnsibleFilterError("dra_steering_rules: %s" % e)
+    return gpu_dra_dynamic.steering_rules(slices, open, effect)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"dra_steering_rules": dra_steering_rules}
+FilterModule = filter_module(dra_steering_rules)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import SHAPE_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import pending, replan
 
 DOCUMENTATION = r"""
@@ -69,17 +69,13 @@ def busy_nodes(pods):
     return busy
 
 
+@filter_errors(SHAPE_ERRORS)
 def gpu_replan_nodes(nodes, k8s_nodes=None, busy=None, pods=None):
     if busy is not None and pods is not None:
         raise AnsibleFilterError("gpu_replan_nodes: give busy or pods, not both")
-    try:
-        if pods is not None:
-            busy = busy_nodes(pods)
-        return replan.planner_nodes(nodes, k8s_nodes, busy)
-    except (GpuOpsError, KeyError, TypeError, AttributeError) as e:
-        raise AnsibleFilterError("gpu_replan_nodes: %s" % e)
+    if pods is not None:
+        busy = busy_nodes(pods)
+    return replan.planner_nodes(nodes, k8s_nodes, busy)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"gpu_replan_nodes": gpu_replan_nodes}
+FilterModule = filter_module(gpu_replan_nodes)

@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import SHAPE_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import replan
 
 DOCUMENTATION = r"""
@@ -48,13 +46,9 @@ _value:
 """
 
 
+@filter_errors(SHAPE_ERRORS)
 def gpu_replan_rollout(plan, pods, pdbs=None):
-    try:
-        return replan.rollout_guard(plan, pods, pdbs)
-    except (GpuOpsError, KeyError, TypeError, AttributeError) as e:
-        raise AnsibleFilterError("gpu_replan_rollout: %s" % e)
+    return replan.rollout_guard(plan, pods, pdbs)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"gpu_replan_rollout": gpu_replan_rollout}
+FilterModule = filter_module(gpu_replan_rollout)

@@ -35,14 +35,11 @@ notes:
   - The report (O(report)) of a directory is its C(plan.md), with its pictures C(plan-slices.svg),
     C(plan-utilisation.svg) and C(plan-cost.svg) beside it.
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.controller
   - gpuops.k8s.report
 attributes:
   check_mode:
-    support: full
     description: The plan is computed; O(report) is not written and C(changed) says whether it would be.
   diff_mode:
-    support: full
     description: Each node's MIG config and device-plugin config before (its C(current)) and after; the report.
 options:
   nodes:

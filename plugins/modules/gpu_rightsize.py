@@ -27,30 +27,13 @@ author:
 extends_documentation_fragment:
   - gpuops.k8s.attributes
   - gpuops.k8s.attributes.idempotent
+  - gpuops.k8s.prometheus
 attributes:
   platform:
     support: full
     description: Runs on the controller; Prometheus is read in check mode too, O(demand_out) is not written.
     platforms: all
 options:
-  prometheus_url:
-    description: Base URL of the Prometheus HTTP API, for example C(http://prometheus-operated.monitoring:9090).
-    type: str
-    required: true
-  prometheus_token:
-    description: Bearer token sent to Prometheus (a proxy or an OpenShift-style Thanos querier).
-    type: str
-  validate_certs:
-    description: Verify the server's TLS certificate (https).
-    type: bool
-    default: true
-  ca_path:
-    description: CA bundle file that signs the server's certificate.
-    type: path
-  timeout_s:
-    description: Seconds to wait for each answer.
-    type: float
-    default: 30
   window:
     description: How far back to read (a Prometheus duration, V(7d), V(24h), V(15m)).
     type: str
@@ -156,17 +139,14 @@ demand_out:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import connection_options
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import rightsize
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            prometheus_url=dict(type="str", required=True),
-            prometheus_token=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
-            timeout_s=dict(type="float", default=30),
+            connection_options(),
             window=dict(type="str", default="7d"),
             step=dict(type="str", default="5m"),
             min_history=dict(type="str", default="24h"),

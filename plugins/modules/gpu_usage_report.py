@@ -32,34 +32,12 @@ notes:
   - On a time-sliced GPU DCGM reports the device, not the pod; each replica is credited the device's activity.
   - Pods left out of the cost (no price, or no DCGM series to tell their GPU model) come back as warnings.
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.controller
+  - gpuops.k8s.prometheus
   - gpuops.k8s.report
 attributes:
   check_mode:
-    support: full
     description: Prometheus is read and everything computed; O(report) is not written, C(changed) says if it would be.
-  diff_mode:
-    support: full
-    description: The Markdown report before and after.
 options:
-  prometheus_url:
-    description: Base URL of the Prometheus HTTP API, for example C(http://prometheus-operated.monitoring:9090).
-    type: str
-    required: true
-  prometheus_token:
-    description: Bearer token sent to Prometheus.
-    type: str
-  validate_certs:
-    description: Verify the server's TLS certificate (https).
-    type: bool
-    default: true
-  ca_path:
-    description: CA bundle file that signs the server's certificate.
-    type: path
-  timeout_s:
-    description: Seconds to wait for each answer.
-    type: float
-    default: 30
   window:
     description: How far back from O(end) to read (a Prometheus duration, V(7d), V(30d), V(24h)); not with O(start).
     type: str
@@ -214,17 +192,14 @@ report:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import connection_options
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import usage_report
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            prometheus_url=dict(type="str", required=True),
-            prometheus_token=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
-            timeout_s=dict(type="float", default=30),
+            connection_options(),
             window=dict(type="str"),
             start=dict(type="str"),
             end=dict(type="str"),

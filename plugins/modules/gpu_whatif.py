@@ -30,15 +30,7 @@ notes:
   - The report (O(report)) of a directory is its C(whatif.md), with SVG plots beside it (allocation vs arrived
     workload per policy, fragmentation, served request).
 extends_documentation_fragment:
-  - gpuops.k8s.attributes.controller
   - gpuops.k8s.report
-attributes:
-  check_mode:
-    support: full
-    description: Everything is computed; O(report) is not written and C(changed) says whether it would be.
-  diff_mode:
-    support: full
-    description: The Markdown report before and after.
 options:
   nodes_csv:
     description:

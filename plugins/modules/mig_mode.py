@@ -23,6 +23,7 @@ description:
     M(gpuops.k8s.mig_partition)). It never destroys MIG instances and never reboots the host.
 extends_documentation_fragment:
   - gpuops.k8s.nvml
+  - gpuops.k8s.nvml.retries
   - gpuops.k8s.attributes
   - gpuops.k8s.attributes.idempotent
 options:
@@ -45,23 +46,14 @@ options:
         before anything changes, naming the PIDs.
     type: bool
     default: false
-  nvml_attempts:
-    description:
-      - How many times in all a MIG mode change is tried when NVML answers with a transient error (C(NVML_ERROR_IN_USE),
-        C(NVML_ERROR_TIMEOUT), C(NVML_ERROR_NOT_READY)); the mode is read again first, and a mode already pending is
-        not set again. V(1) never retries; at most V(20). Other NVML errors, and a failed GPU reset, are never retried.
-      - Each retry is listed in RV(nvml_retries). Check mode calls no setter and is not affected.
-    type: int
-    default: 3
-  nvml_backoff:
-    description: Seconds before the first new try, doubled each time (V(0) to V(60)). The simulator never waits.
-    type: float
-    default: 1.0
 attributes:
   check_mode:
     description: Reports the actions it would take (RV(actions)) and the predicted modes; calls no NVML setter.
   diff_mode:
     description: Before and after MIG mode (current and pending) per GPU UUID.
+notes:
+  - A MIG mode change that NVML answers with a transient error is tried again (O(nvml_attempts)); the mode is read
+    again first, and a mode already pending is not set again. A failed GPU reset is never tried again.
 seealso:
   - module: gpuops.k8s.gpu_info
   - module: gpuops.k8s.mig_partition
@@ -154,16 +146,15 @@ backend:
 """
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig.mode_runner import mig_mode
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module, run_host_change
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module, retry_options, run_host_change
 
 
 def main():
     module = nvml_module(dict(
+        retry_options(),
         state=dict(type="str", choices=["enabled", "disabled"], default="enabled"),
         devices=dict(type="raw", default="all"),
         reset=dict(type="bool", default=False),
-        nvml_attempts=dict(type="int", default=3),
-        nvml_backoff=dict(type="float", default=1.0),
     ))
     run_host_change(module, mig_mode)
 

@@ -43,6 +43,7 @@ author:
   - gpuops.k8s contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s.nvml
+  - gpuops.k8s.nvml.retries
   - gpuops.k8s.attributes
 options:
   config_file:
@@ -88,20 +89,6 @@ options:
         then stops with the report described in the notes. Stop the workloads (drain the node) first.
     type: bool
     default: false
-  nvml_attempts:
-    description:
-      - How many times in all an action (set MIG mode, destroy or create an instance) is tried when NVML answers
-        with a transient error (C(NVML_ERROR_IN_USE), C(NVML_ERROR_TIMEOUT), C(NVML_ERROR_NOT_READY)).
-      - V(1) tries once and fails at once, as before retries existed. At most V(20).
-      - Other NVML errors are never tried again. Check mode calls no setter and is not affected.
-    type: int
-    default: 3
-  nvml_backoff:
-    description:
-      - Seconds to wait before the first new try; each further wait is twice the one before (V(1.0) waits 1 s, then 2 s).
-      - From V(0) to V(60). The simulator (O(simulator)) never waits; it records the waits only.
-    type: float
-    default: 1.0
 requirements:
   - PyYAML for the Python running the module, to read O(config_file) (it comes with ansible-core)
   - root or CAP_SYS_ADMIN on real GPU hosts to change MIG mode and create or destroy MIG instances
@@ -327,19 +314,18 @@ diff:
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import writable
-from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.module_spec import nvml_module, retry_options
 
 
 def main():
     module = nvml_module(
         dict(
+            retry_options(),
             config_file=dict(type="path"),
             config=dict(type="str"),
             layout=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
             missing_gpus=dict(type="str", choices=["fail", "warn"]),
-            nvml_attempts=dict(type="int", default=3),
-            nvml_backoff=dict(type="float", default=1.0),
         ),
         mutually_exclusive=[("config_file", "layout")],
         required_one_of=[("config_file", "layout")],

@@ -2,7 +2,7 @@
 # Copyright: gpuops.k8s contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small client of Prometheus' HTTP API (``/api/v1/query``, ``/api/v1/query_range``,
-``/api/v1/status/buildinfo``) over urllib, for the controller side (gpu_rightsize).
+``/api/v1/status/buildinfo``) over urllib, for the controller side (gpu_rightsize, gpu_usage_report).
 
 Bearer token, CA file or ``validate_certs: false``, a timeout. Every failure is a GpuOpsError that names the URL
 and what went wrong: connection refused, a name that does not resolve, an HTTP status with Prometheus' own
@@ -24,6 +24,18 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import Gp
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def connection_options() -> Dict[str, Dict[str, Any]]:
+    """The argument spec of the connection options (doc fragment gpuops.k8s.prometheus) of the modules that read
+    Prometheus (gpu_rightsize, gpu_usage_report), a new dict each call; ``Prometheus(...)`` takes their values."""
+    return dict(
+        prometheus_url=dict(type="str", required=True),
+        prometheus_token=dict(type="str", no_log=True),
+        validate_certs=dict(type="bool", default=True),
+        ca_path=dict(type="path"),
+        timeout_s=dict(type="float", default=30),
+    )
 
 
 def duration_s(value: Any, where: str) -> float:

@@ -24,6 +24,15 @@ def nvml_module(options: Dict[str, Any], **kwargs: Any) -> AnsibleModule:
     return AnsibleModule(argument_spec=spec, supports_check_mode=True, **kwargs)
 
 
+def retry_options() -> Dict[str, Dict[str, Any]]:
+    """The argument spec of O(nvml_attempts) and O(nvml_backoff) (doc fragment gpuops.k8s.nvml.retries) of the
+    modules that change MIG (mig_mode, mig_partition), a new dict each call."""
+    return dict(
+        nvml_attempts=dict(type="int", default=3),
+        nvml_backoff=dict(type="float", default=1.0),
+    )
+
+
 def run_host_change(module: AnsibleModule, change: Callable[..., Dict[str, Any]]) -> None:
     """End the module with ``change(params, check_mode=..., run_command=...)`` (module_exit.run_and_exit)."""
     run_and_exit(module, lambda: change(module.params, check_mode=module.check_mode, run_command=module.run_command))
