@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import DATA_ERRORS, filter_errors, filter_module
+from ansible_collections.gpuops.k8s.plugins.plugin_utils.filters import DATA_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
 
 DOCUMENTATION = r"""

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.k8s.plugins.module_utils.common.filters import SHAPE_ERRORS, filter_errors, filter_module
+from ansible_collections.gpuops.k8s.plugins.plugin_utils.filters import SHAPE_ERRORS, filter_errors, filter_module
 from ansible_collections.gpuops.k8s.plugins.module_utils.plan import replan
 
 DOCUMENTATION = r"""

@@ -4,7 +4,7 @@
 """What several filter plugins share: the error wrapper around their one call into module_utils, and the
 ``FilterModule`` class that lists them.
 
-Controller side only (filters run on the controller, where ``ansible.errors`` exists); no module imports it.
+Controller side only (plugin_utils: filters run on the controller, where ``ansible.errors`` exists); no module imports it.
 Python 3.9 compatible.
 """
 
