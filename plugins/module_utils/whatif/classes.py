@@ -22,23 +22,14 @@ Pure Python, Python 3.9 compatible.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.stats import percentile
 
 MILLI = 1000.0
 SHORT_S = 3600.0
 SHAPES = ("whole", "shared", "multi-gpu", "cpu")
 LIVES = ("short", "long")
-
-
-def _percentile(values, q):
-    vals = sorted(values)
-    if not vals:
-        return None
-    pos = (len(vals) - 1) * q / 100.0
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(vals) - 1)
-    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
 
 
 def shape_of(pod: Any) -> str:
@@ -96,7 +87,7 @@ def by_class(seq: Sequence[Any], arrivals: Sequence[Sequence[Any]], bind: Sequen
     out = {}
     for c in sorted(acc, key=_order):
         a = acc[c]
-        p95 = _percentile(a["waits"], 95)
+        p95 = percentile(a["waits"], 95)
         out[c] = {"pods": a["pods"],
                   "served_pct": round(100.0 * a["served"] / a["req"], 3) if a["req"] > 0 else None,
                   "served_pods_pct": round(100.0 * (a["pods"] - a["never"]) / a["pods"], 3),

@@ -37,6 +37,7 @@ import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.stats import percentile  # also departures.percentile
 
 DEP, CFG, EXP, TICK, WAKE, ARR = 0, 1, 2, 3, 4, 5  # order of the events of one instant (ARR after the rest)
 SCALE = 6  # autoscaler.py: a node Ready or an idle check (popped with the others before the instant's arrivals)
@@ -62,17 +63,6 @@ def check_times(pods: Iterable[Any]) -> Optional[float]:
             if t is not None and (end is None or t > end):
                 end = t
     return end
-
-
-def percentile(values: Iterable[float], q: float) -> Optional[float]:
-    """The ``q``-th percentile (0..100) by linear interpolation, None for no values."""
-    vals = sorted(values)
-    if not vals:
-        return None
-    pos = (len(vals) - 1) * q / 100.0
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(vals) - 1)
-    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
 
 
 class DepartureReplay(object):

@@ -22,6 +22,17 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
+def percentile(values: Iterable[float], q: float) -> Optional[float]:
+    """The ``q``-th percentile (0..100) by linear interpolation between the closest ranks, None for no values."""
+    vals = sorted(values)
+    if not vals:
+        return None
+    pos = (len(vals) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(vals) - 1)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+
+
 def t975(df: int) -> Optional[float]:
     if df < 1:
         return None
