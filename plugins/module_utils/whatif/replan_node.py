@@ -69,7 +69,7 @@ class NodeReplanner(replanned.Replanner):
                  every_h: float = 6.0, min_interval_h: float = 0.5, budget: int = 1, reconfigure_s: float = 120.0,
                  drain: str = "requeue") -> None:
         replanned.Replanner.__init__(self, engine, cluster, table, shapes, every_h, min_interval_h, budget, reconfigure_s)
-        self.e = _LayoutView(engine)
+        self.engine = _LayoutView(engine)
         self.drain = drain
         self.waiting: Dict[int, Tuple[float, Dict[int, List[int]]]] = {}  # node -> (decided at, {gpu: units})
         self.draining = np.zeros((cluster.n, cluster.g), dtype=bool)
@@ -79,8 +79,8 @@ class NodeReplanner(replanned.Replanner):
 
     # ------------------------------------------------------------------ the problem
     def _open_mask(self) -> Any:
-        c = self.c
-        e = self.e._e
+        c = self.cluster
+        e = self.engine._e
         return (np.arange(c.g)[None, :] < c.ngpu[:, None]) & ~e.reconf & ~self.draining
 
     def _candidates(self, m: int, empty: Any, free: Any, need: Any, want: int) -> List[Tuple[int, int]]:
@@ -122,7 +122,7 @@ class NodeReplanner(replanned.Replanner):
             applied.extend((node, gi, units) for gi, units in gis.items())
             for gi in gis:
                 empty[node, gi] = False
-            busy = [gi for gi in gis if not self.e._e.gpu_empty(node, gi)]
+            busy = [gi for gi in gis if not self.engine._e.gpu_empty(node, gi)]
             if busy and self.drain == "requeue":
                 self._evict(node, gis, t)
                 busy = []
@@ -147,7 +147,7 @@ class NodeReplanner(replanned.Replanner):
 
     def _withhold(self, node: int, gis: Dict[int, List[int]]) -> None:
         """Cordon GPUs: their free units are taken away (a pod leaving gives its units back: see :meth:`left`)."""
-        e = self.e._e
+        e = self.engine._e
         for gi in gis:
             counts = e.fc[node, gi].copy()
             if counts.any():
@@ -164,7 +164,7 @@ class NodeReplanner(replanned.Replanner):
             return
         since, gis = entry
         self._withhold(node, gis)
-        e = self.e._e
+        e = self.engine._e
         if any(not e.gpu_empty(node, gi) for gi in gis):
             return
         del self.waiting[node]

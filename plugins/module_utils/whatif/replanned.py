@@ -109,8 +109,8 @@ class Replanner(object):
     def __init__(self, engine: Any, cluster: Any, table: whatif_mig.UnitTable, shapes: List[gpu_catalog.GpuModel],
                  every_h: float = 6.0, min_interval_h: float = 0.5, budget: int = 1, reconfigure_s: float = 120.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        self.e = engine
-        self.c = cluster
+        self.engine = engine
+        self.cluster = cluster
         self.table = table
         self.shapes = shapes
         self.every_s = float(every_h) * 3600.0
@@ -136,7 +136,7 @@ class Replanner(object):
         self.dr = dr
 
     def note_arrival(self, t: float, k: int) -> None:
-        if self.e.arrivals[k][2]:
+        if self.engine.arrivals[k][2]:
             self.recent.append((t, k))
 
     def next_allowed(self, t: float) -> float:
@@ -149,7 +149,7 @@ class Replanner(object):
 
     def finish(self, cid: int) -> None:
         node, gi, units = self.inflight.pop(cid)
-        self.e.set_gpu_units(node, gi, units)
+        self.engine.set_gpu_units(node, gi, units)
 
     # ------------------------------------------------------------------ demand
     def _kind(self, m, milli):
@@ -162,8 +162,8 @@ class Replanner(object):
 
     def _accepted(self, spec):
         if not spec:
-            return tuple(range(len(self.c.models)))
-        return tuple(i for i, m in enumerate(self.c.models) if m in spec)
+            return tuple(range(len(self.cluster.models)))
+        return tuple(i for i, m in enumerate(self.cluster.models) if m in spec)
 
     def _demand(self, t):
         """Per group of accepted models: ``{kinds: {q: units}, multi: {n: pods}}`` (pending + window)."""
@@ -172,7 +172,7 @@ class Replanner(object):
         groups = OrderedDict()
         ks = list(self.dr.pending) + [k for dummy, k in self.recent]
         for k in ks:
-            cpu, mem, num, milli, dummy_req, spec = self.e.arrivals[k]
+            cpu, mem, num, milli, dummy_req, spec = self.engine.arrivals[k]
             if not num:
                 continue
             acc = self._accepted(spec)
@@ -190,7 +190,7 @@ class Replanner(object):
         """Re-plan at ``t``; returns True when a GPU got new units at once (``reconfigure_s`` 0)."""
         self.replans += 1
         self.last = t
-        e, c = self.e, self.c
+        e, c = self.engine, self.cluster
         budget_left = self.budget
         groups = self._demand(t)
         if not groups or budget_left <= 0:
@@ -233,8 +233,8 @@ class Replanner(object):
 
     def _open_mask(self):
         """GPUs a re-plan may change: the empty ones (replan_node.py: whole nodes)."""
-        c = self.c
-        return (~self.e.used) & (np.arange(c.g)[None, :] < c.ngpu[:, None])
+        c = self.cluster
+        return (~self.engine.used) & (np.arange(c.g)[None, :] < c.ngpu[:, None])
 
     def _apply(self, t, changes, budget_left, empty):
         """Apply the planner's ``changes`` (at most ``budget_left``, never on a busy GPU); returns the changes
@@ -244,7 +244,7 @@ class Replanner(object):
         for node, gi, units in changes:
             if len(applied) >= budget_left:
                 break
-            if not self.e.gpu_empty(node, gi):
+            if not self.engine.gpu_empty(node, gi):
                 continue  # never reconfigure a busy GPU
             now = self._start(t, node, gi, units) or now
             empty[node, gi] = False
@@ -255,23 +255,23 @@ class Replanner(object):
         """Reconfigure one empty GPU: unavailable for ``reconfigure_s``; True when its units are there at once."""
         self.dr.reconfigured += 1
         if self.reconfigure_s > 0:
-            self.e.set_gpu_units(node, gi, None)
+            self.engine.set_gpu_units(node, gi, None)
             cid = self.next_id
             self.next_id += 1
             self.inflight[cid] = (node, gi, units)
             self.dr.push(t + self.reconfigure_s, departures.CFG, cid)
             return False
-        self.e.set_gpu_units(node, gi, units)
+        self.engine.set_gpu_units(node, gi, units)
         return True
 
     def _candidates(self, m, empty, free, need, want):
         """Empty GPUs of model ``m``, those whose units are most in surplus first, at most ``want``."""
-        rows, gis = np.nonzero(empty & (self.c.model_idx == m)[:, None])
+        rows, gis = np.nonzero(empty & (self.cluster.model_idx == m)[:, None])
         if len(rows) == 0:
             return []
         surplus = np.array([1.0 if int(free[q]) > need.get(q, 0) else 0.0 for q in range(len(self.table.kinds))])
         size = np.array([k.size_milli for k in self.table.kinds])
-        fc = self.e.fc[rows, gis, :].astype(np.float64)
+        fc = self.engine.fc[rows, gis, :].astype(np.float64)
         tot = (fc * size).sum(axis=1)
         score = np.where(tot > 0, (fc * size * surplus).sum(axis=1) / np.maximum(tot, 1e-9), 1.0)
         order = np.lexsort((gis, rows, -score))[:want]
@@ -316,9 +316,9 @@ class Replanner(object):
         nodes = []
         index = {}
         for node, gis in by_node.items():
-            name = self.c.names[node]
+            name = self.cluster.names[node]
             index[name] = (node, gis)
-            current = [layout_of(self.e.gpu_units(node, gi), self.table) for gi in gis]
+            current = [layout_of(self.engine.gpu_units(node, gi), self.table) for gi in gis]
             nodes.append(plan_api.Node(name, (shape,) * len(gis), {},
                                        tuple(None if c is None else plan_demand.layout_key(
                                            None if c == "all-disabled" else c) for c in current)))
@@ -331,7 +331,7 @@ class Replanner(object):
         try:
             result = solver.plan(request)
         except GpuOpsError as err:
-            raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.c.models[m], err.msg),
+            raise GpuOpsError("replanned: the planner refused the re-plan of %s GPUs: %s" % (self.cluster.models[m], err.msg),
                               **err.details) from err
         finally:
             self.planner_calls += 1
@@ -351,6 +351,6 @@ class Replanner(object):
                     continue
                 mig = None if lay == plan_api.WHOLE else dict(lay)
                 units = whatif_mig.units_of_gpu(mig, shape, self.table, where, self._unit_cache)
-                if sorted(units) != sorted(self.e.gpu_units(node, gi)):
+                if sorted(units) != sorted(self.engine.gpu_units(node, gi)):
                     out.append((node, gi, list(units)))
         return out
