@@ -93,9 +93,9 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
     base["prices"] = dict((m, FLAT_PRICE) for m in models)
     out = {}
     for name, label, extra in strats:
-        key = os.path.join(CACHE, "%s-x%g-%s-%s-%d-%g-%s.json" % (workload, factor, name, scoring, seeds[0], served,
-                                                                  len(seeds)))
-        if CACHE and os.path.exists(key):
+        key = CACHE and os.path.join(CACHE, "%s-x%g-%s-%s-%d-%g-%s.json" % (workload, factor, name, scoring, seeds[0],
+                                                                            served, len(seeds)))
+        if key and os.path.exists(key):
             with open(key) as f:
                 out[name] = json.load(f)
             print("  %-45s (cached: %s)" % (label, key))
@@ -111,7 +111,7 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
         run = res["runs"][0]
         out[name] = {"label": label, "capacity": run["capacity"], "summary": run["summary"],
                      "seconds": time.time() - t0, "cpu_seconds": time.process_time() - c0}
-        if CACHE:
+        if key:
             os.makedirs(CACHE, exist_ok=True)
             with open(key, "w") as f:
                 json.dump(out[name], f)
