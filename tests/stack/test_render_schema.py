@@ -101,7 +101,12 @@ def test_prometheus_rule_alerts_on_what_gpu_health_checks(rendered):
     if scenario != "full":
         assert rules == []
         return
-    (rule,) = rules
+    # the alerting rules, and the recording rules of the usage dashboard (<name>-gpu-usage: records only)
+    alerting = [d for d in rules if any("alert" in r for g in d["spec"]["groups"] for r in g["rules"])]
+    recording = [d for d in rules if d not in alerting]
+    (rule,) = alerting
+    assert [d["metadata"]["name"].endswith("-gpu-usage") for d in recording] == [True]
+    assert all("record" in r for d in recording for g in d["spec"]["groups"] for r in g["rules"])
     alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
     assert dict((a["alert"], a["labels"]["gpuops_check"]) for a in alerts) == gpu_alerts.ALERT_CHECKS
     csv = [d for _path, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-metrics")][0]
