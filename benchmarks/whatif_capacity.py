@@ -190,7 +190,7 @@ def claims(results, sizes):
 
     def lift(name, claim_pct, what):
         if name not in diffs:
-            return (what, "not measured on this branch (strategy %s absent)" % name, "cannot answer here")
+            return (what, "not in this run (strategy %s not run)" % name, "cannot answer here")
         d = diffs[name]["utilisation_pct_rel_pct"]
         g = diffs[name]["gpus_rel_pct"]
         v = d["verdict"]
