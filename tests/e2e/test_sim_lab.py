@@ -293,7 +293,7 @@ def test_rollout_goes_on_within_its_failure_budget(lab, tmp_path):
     assert h100.metadata.labels["nvidia.com/mig.config.state"] == "failed"
     assert h100.metadata.labels["nvidia.com/mig.config"] == "h100-mixed"
     assert h100.spec.unschedulable
-    assert "IN_USE" in h100.metadata.annotations["gpuops.k8s/mig.failure-reason"], h100.metadata.annotations
+    assert "NVML_ERROR_UNKNOWN" in h100.metadata.annotations["gpuops.k8s/mig.failure-reason"], h100.metadata.annotations
     assert h100.metadata.annotations["gpuops.k8s/mig.rollback"] == "succeeded"
     # the label is the playbook's word; the GPUs' own state (simulator) shows the rollback happened
     after = live_facts(lab, "hgx-h100-01")
