@@ -203,7 +203,7 @@ def plan_with_device_taints(verdicts: Dict[str, Any], nodes: List[Dict[str, Any]
             if action.get("patch") and not cordoned:
                 del action["patch"]["spec"]  # quarantined per device: the node's spec is not ours to undo
             if not dry_run:
-                delete.extend(sorted(existing))
+                delete.extend(sorted(str(k) for k in existing))
     result["device_taint_rules"] = {"apply": apply_rules, "delete": delete}
     result["changed"] = bool(result.get("changed") or apply_rules or delete)
     return result
