@@ -91,8 +91,9 @@ def test_driver_daemonset_rbac_and_dynamic_mig_gate(tmp_path):
     assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
 
 
-@pytest.mark.parametrize("gates,word", [({"DynamicMIG": True, "MPSSupport": True}, "MPSSupport"),
-                                         ({"DynamicMIG": False}, "needs DynamicMIG: true")])
+@pytest.mark.parametrize("gates,word", [
+    ({"DynamicMIG": True, "MPSSupport": True}, "MPSSupport"),
+    ({"DynamicMIG": False}, "needs DynamicMIG: true")])
 def test_gates_the_driver_refuses_are_refused_before_anything_is_written(tmp_path, gates, word):
     rc, out = _render(tmp_path, {"device_plugin_dra_driver_feature_gates": gates})
     assert rc != 0
