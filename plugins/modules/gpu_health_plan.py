@@ -157,12 +157,13 @@ summary:
   sample: {none: 7, cordon: 1}
 device_taint_rules:
   description:
-    - The DeviceTaintRules to create or update (C(apply), manifests) and to delete (C(delete), names) for the
+    - The DeviceTaintRules to create or update (C(apply), manifests) and to delete (C(delete), C(apiVersion), C(kind) and
+      C(metadata.name) of each) for the
       O(dra_dynamic_nodes); both empty under O(dry_run). Actions of those nodes also carry C(scope) (V(devices) or
       V(node)) and C(device_taint_rules), the effect wanted per failing GPU index.
   returned: success
   type: dict
-  sample: {apply: [], delete: [gpuops-health-node1-gpu-3]}
+  sample: {apply: [], delete: [{apiVersion: resource.k8s.io/v1, kind: DeviceTaintRule, metadata: {name: gpuops-health-node1-gpu-3}}]}
 dry_run:
   description: O(dry_run) as given.
   returned: success

@@ -148,7 +148,8 @@ def plan_with_device_taints(verdicts: Dict[str, Any], nodes: List[Dict[str, Any]
     ``resource_slices``: the ResourceSlices of the cluster (or of those nodes); ``device_taint_rules``: the
     DeviceTaintRules labelled ``gpuops.k8s/health-node`` that exist now. Adds to each action of a dra-dynamic node
     ``scope`` (``devices`` or ``node``) and ``device_taint_rules`` (``{gpu index: effect}`` wanted), and to the result
-    ``device_taint_rules``: ``{"apply": [rules to create or update], "delete": [names]}`` - empty under dry run.
+    ``device_taint_rules``: ``{"apply": [rules to create or update], "delete": [rules to delete: apiVersion, kind,
+    metadata.name]}`` - empty under dry run (one kubernetes.core.k8s call each).
     """
     policy = dict(policy or {})
     dry_run = bool(policy.get("dry_run", True))
@@ -161,7 +162,7 @@ def plan_with_device_taints(verdicts: Dict[str, Any], nodes: List[Dict[str, Any]
                           nodes=sorted(n for n in node_objs if n))
     result = health_checks.plan_actions(verdicts, nodes, policy, now=now, alerts=alerts)
     apply_rules: List[Dict[str, Any]] = []
-    delete: List[str] = []
+    delete: List[Dict[str, Any]] = []
     for action in result["actions"]:
         name = action["node"]
         if name not in dra:
@@ -203,7 +204,8 @@ def plan_with_device_taints(verdicts: Dict[str, Any], nodes: List[Dict[str, Any]
             if action.get("patch") and not cordoned:
                 del action["patch"]["spec"]  # quarantined per device: the node's spec is not ours to undo
             if not dry_run:
-                delete.extend(sorted(str(k) for k in existing))
+                delete.extend({"apiVersion": gpu_dra.DRA_API, "kind": "DeviceTaintRule", "metadata": {"name": str(k)}}
+                              for k in sorted(str(k) for k in existing))
     result["device_taint_rules"] = {"apply": apply_rules, "delete": delete}
     result["changed"] = bool(result.get("changed") or apply_rules or delete)
     return result

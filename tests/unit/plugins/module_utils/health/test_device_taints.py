@@ -153,7 +153,9 @@ def test_second_run_applies_nothing_and_recovery_waits_for_the_hysteresis_then_d
     up = plan({NODE: healthy}, nodes(node(NODE, quarantined=True, streak=1), node(OTHER)), existing)
     a = action_of(up, NODE)
     assert a["action"] == "uncordon"
-    assert sorted(up["device_taint_rules"]["delete"]) == sorted("gpuops-health-%s-%s" % (NODE, d) for d in GPU3_DEVICES)
+    deleted = up["device_taint_rules"]["delete"]
+    assert sorted(r["metadata"]["name"] for r in deleted) == sorted("gpuops-health-%s-%s" % (NODE, d) for d in GPU3_DEVICES)
+    assert set((r["apiVersion"], r["kind"]) for r in deleted) == {("resource.k8s.io/v1", "DeviceTaintRule")}
     assert "spec" not in a["patch"]  # never cordoned: the node's spec is left alone
     assert a["patch"]["metadata"]["annotations"][health_checks.ANN_CORDONED_BY] is None
 
