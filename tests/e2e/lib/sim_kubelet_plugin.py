@@ -41,11 +41,11 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))  # gpu_nodes below puts the collection on sys.path
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import gpu_nodes  # noqa: E402,F401  (puts the collection on sys.path)
+import gpu_nodes  # noqa: E402,F401 pylint: disable=unused-import
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml_api  # noqa: E402
@@ -258,7 +258,7 @@ def main(argv=None):
     from kubernetes import config as kube_config
     plugin = SimKubeletPlugin(kube_config.new_client_from_config(args.kubeconfig), hosts, interval=args.interval,
                               log=log, checkpoint=args.checkpoint)
-    signal.signal(signal.SIGTERM, lambda *_: plugin.stop.set())
+    signal.signal(signal.SIGTERM, lambda *dummy: plugin.stop.set())
     log("preparing claims of %s every %.1fs" % (", ".join(sorted(hosts)), args.interval))
     plugin.start()
     while plugin.is_alive():
