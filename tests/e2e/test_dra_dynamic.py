@@ -70,6 +70,13 @@ def dyn_node(k8s_cluster, kwok_nodes, namespace, unique):
         yield {"dyn": dyn, "slices": slices, "ns": namespace, "unique": unique, "core": k8s_cluster.core,
                "api_client": k8s_cluster.api_client()}
     finally:
+        # a failed test leaves claims allocated on this pool: gone before the next test gets the node again
+        for pod in k8s_cluster.core.list_namespaced_pod(namespace).items:
+            k8s_cluster.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+        for c in _res(dyn, "ResourceClaim").get(namespace=namespace).to_dict()["items"]:
+            _res(dyn, "ResourceClaim").delete(name=c["metadata"]["name"], namespace=namespace)
+        wait_for(lambda: not _res(dyn, "ResourceClaim").get(namespace=namespace).to_dict()["items"], 60,
+                 what="the test's claims gone")
         for kind, name in reversed(made):
             try:
                 _res(dyn, kind).delete(name=name)
