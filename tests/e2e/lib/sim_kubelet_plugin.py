@@ -215,8 +215,8 @@ class SimKubeletPlugin(threading.Thread):
             for uid in sorted(self.prepared):
                 record = self.prepared[uid]
                 now = wanted.get(uid)
-                if now is not None and [list(d) for d in now["devices"]] == [[m["node"], m["device"]]
-                                                                              for m in record["devices"]]:
+                had = [[m["node"], m["device"]] for m in record["devices"]]
+                if now is not None and [list(d) for d in now["devices"]] == had:
                     continue
                 (out["unprepared"] if self._unprepare(uid, record) else out["failed"]).append(uid)
             for uid in sorted(wanted, key=lambda u: (wanted[u]["namespace"], wanted[u]["name"])):
