@@ -84,7 +84,7 @@ CHAOS_MIX = [
     {"error": "NVML_ERROR_IN_USE", "weight": 60},                         # a process still releasing the instance
     {"error": "NVML_ERROR_TIMEOUT", "weight": 15},                        # a busy driver, nothing done
     {"error": "NVML_ERROR_TIMEOUT", "weight": 20, "after_change": True},  # a busy driver, the change made
-    {"error": "NVML_ERROR_UNKNOWN", "weight": 5},                         # permanent: fails the host at once
+    {"error": "NVML_ERROR_UNKNOWN", "weight": 5},                         # permanent: fails its GPU at once
 ]
 
 
