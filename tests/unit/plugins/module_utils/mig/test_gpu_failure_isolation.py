@@ -17,6 +17,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instance
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mig_engine
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import error_code
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim
 
 LAYOUT_A = {"3g.40gb": 1, "1g.10gb": 4}
@@ -103,10 +104,9 @@ def test_permanent_fault_on_gpu1_leaves_the_other_gpus_converged(tmp_path, error
     assert "GPU(s) 0, 2, 3 done" in e.value.msg and "run again" in e.value.msg
     assert d["failed_gpus"] == [1]
     assert d["failed_action"]["gpu"] == 1 and d["failed_action"]["action"] == "destroy"
-    assert d["failed_action"]["nvml_return"] == nvml_sim_code(error)
+    assert d["failed_action"]["nvml_return"] == error_code(error)
     assert [a["gpu"] for a in d["failed_actions"]] == [1]
-    assert [(r["gpu"], r["status"]) for r in d["gpu_results"]] == [(0, "done"), (1, "failed"), (2, "done"),
-                                                                  (3, "done")]
+    assert [(r["gpu"], r["status"]) for r in d["gpu_results"]] == [(0, "done"), (1, "failed"), (2, "done"), (3, "done")]
     assert error in d["gpu_results"][1]["error"]
     # GPUs 0, 2, 3: 2 destroys and 1 create each; GPU 1: nothing done, its 2nd destroy and its create not attempted
     assert sorted((a["gpu"], a["action"]) for a in d["completed"]) == sorted(
@@ -130,11 +130,6 @@ def test_permanent_fault_on_gpu1_leaves_the_other_gpus_converged(tmp_path, error
     assert [_profiles(g) for g in _read(path)] == [B, B, B, B]
     _assert_survived(path, survivors)
     assert _run(path, LAYOUT_B)["changed"] is False
-
-
-def nvml_sim_code(name):
-    from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import error_code
-    return error_code(name)
 
 
 def test_two_gpus_fail_both_named_the_others_done(tmp_path):
