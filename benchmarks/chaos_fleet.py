@@ -24,8 +24,9 @@ results, read with the ansible.posix.json callback), hosts affected and failed, 
 and processes lost, and the number of runs to converge.
 
     .venv/bin/python benchmarks/chaos_fleet.py [--hosts 50] [--gpus 8] [--rate 0.05] [--seed 16]
-                                               [--max-runs 10] [--forks 8] [--work DIR] [--play site|module]
-                                               [--attempts N] [--mix chaos|unknown] [--json FILE]
+                                               [--max-runs 10] [--forks 8] [--work DIR]
+                                               [--play site|module|engine] [--attempts N]
+                                               [--mix chaos|unknown] [--permanent SHARE] [--json FILE]
 """
 import argparse
 import json
@@ -47,6 +48,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.mig import engine as mi
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.sim import api as nvml_sim  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.api import open_nvml  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError  # noqa: E402
 
 LAYOUT_A = {"3g.40gb": 1, "1g.10gb": 4}
 LAYOUT_B = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
@@ -82,8 +84,19 @@ CHAOS_MIX = [
     {"error": "NVML_ERROR_IN_USE", "weight": 60},                         # a process still releasing the instance
     {"error": "NVML_ERROR_TIMEOUT", "weight": 15},                        # a busy driver, nothing done
     {"error": "NVML_ERROR_TIMEOUT", "weight": 20, "after_change": True},  # a busy driver, the change made
-    {"error": "NVML_ERROR_UNKNOWN", "weight": 5},                         # permanent: fails the host at once
+    {"error": "NVML_ERROR_UNKNOWN", "weight": 5},                         # permanent: fails its GPU at once
 ]
+
+
+def permanent_mix(share):
+    """CHAOS_MIX with the permanent entry weighted so that ``share`` of the faults are permanent (0: none)."""
+    if not 0 <= share < 1:
+        raise ValueError("--permanent must be from 0 to below 1, got %r" % share)
+    transient = [dict(m) for m in CHAOS_MIX if m["error"] != "NVML_ERROR_UNKNOWN"]
+    total = sum(m["weight"] for m in transient)
+    if share == 0:
+        return transient
+    return transient + [{"error": "NVML_ERROR_UNKNOWN", "weight": round(total * share / (1 - share), 3)}]
 
 
 def _layout_params(mig_devices):
@@ -186,6 +199,29 @@ def run_site_hosts(inventory, forks, play="site", attempts=None):
     return recap, time.time() - start, proc
 
 
+def run_in_process(inventory, expect, attempts=None):
+    """``engine``: mig_engine.run_mig_partition in this process on every host, with the params the mig role's
+    apply step gives mig_partition (the site's mig-parted config, ``missing_gpus: warn``). The role's
+    check-mode plan before it makes no mutating call, so the simulator draws the same faults as the
+    playbook. Returns the recap of run_site_hosts (``proc`` None)."""
+    config = os.path.join(os.path.dirname(inventory), "mig-config.yaml")
+    params = {"config_file": config, "config": "chaos-b", "missing_gpus": "warn",
+              "nvml_attempts": 3 if attempts is None else attempts}
+    start = time.time()
+    recap = {}
+    for host, exp in sorted(expect.items()):
+        with open_nvml(exp["path"]) as nv:
+            try:
+                res = mig_engine.run_mig_partition(nv, dict(params))
+                failed = 0
+            except GpuOpsError as e:
+                res = dict(e.details)
+                failed = 1
+        recap[host] = {"changed": int(bool(res.get("changed"))), "failed": failed,
+                       "retries": len(res.get("nvml_retries") or [])}
+    return recap, time.time() - start, None
+
+
 def check_host(expect):
     """Problems on one host: a kept instance destroyed (or re-created), a process lost; with their counts."""
     state = nvml_sim.load_state(expect["path"])
@@ -221,6 +257,12 @@ def _profiles(gpu):
     return sorted(i.profile for i in mig_instances.instances_from_gpu(gpu))
 
 
+def _one_run(inventory, expect, forks, play, attempts):
+    if play == "engine":
+        return run_in_process(inventory, expect, attempts)
+    return run_site_hosts(inventory, forks, play, attempts)
+
+
 def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None, out=sys.stdout, play="site",
           attempts=None, mix=None):
     """Run the chaos case; ``attempts`` is the mig role's mig_nvml_attempts (None: the default 3; 1: no
@@ -233,12 +275,13 @@ def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None,
               "random NVML faults on %.1f %% of mutating calls (seed %s, mix %s), nvml_attempts %s, %s\n"
               % (hosts, gpus, kept_total, sum(len(e["processes"]) for e in expect.values()), rate * 100, seed,
                  "chaos" if mix is None else json.dumps(mix), "3 (default)" if attempts is None else attempts,
-                 "playbooks/gpu_nodes.yml (mig role)" if play == "site" else "the mig_partition play"))
+                 {"site": "playbooks/gpu_nodes.yml (mig role)", "module": "the mig_partition play"}.get(
+                     play, "the mig engine in process")))
     before = dict((h, _fault_counts({})) for h in expect)
     runs = []
     converged_after = None
     for run in range(1, max_runs + 1):
-        recap, seconds, proc = run_site_hosts(inventory, forks, play, attempts)
+        recap, seconds, proc = _one_run(inventory, expect, forks, play, attempts)
         if len(recap) != hosts:
             raise RuntimeError("run %d: the play recap lists %d of %d hosts:\n%s%s" % (
                 run, len(recap), hosts, proc.stdout[-3000:], proc.stderr[-3000:]))
@@ -279,7 +322,7 @@ def chaos(hosts=50, gpus=8, rate=0.05, seed=16, max_runs=10, forks=8, work=None,
             break
     idempotent = None
     if converged_after:
-        recap, seconds, proc = run_site_hosts(inventory, forks, play, attempts)
+        recap, seconds, proc = _one_run(inventory, expect, forks, play, attempts)
         changed = sorted(h for h, r in recap.items() if r["changed"] or r["failed"])
         idempotent = {"seconds": round(seconds, 1), "hosts_changed_or_failed": changed}
         out.write("one more run: %.1f s, hosts changed or failed: %d\n" % (seconds, len(changed)))
@@ -309,16 +352,22 @@ def main(argv=None):
     ap.add_argument("--max-runs", type=int, default=10)
     ap.add_argument("--forks", type=int, default=8)
     ap.add_argument("--work", default=None)
-    ap.add_argument("--play", choices=["site", "module"], default="site",
-                    help="site: playbooks/gpu_nodes.yml with the mig role (default); module: one mig_partition task")
+    ap.add_argument("--play", choices=["site", "module", "engine"], default="site",
+                    help="site: playbooks/gpu_nodes.yml with the mig role (default); module: one mig_partition task; "
+                         "engine: the mig engine in this process, no Ansible (same NVML calls and fault draws)")
     ap.add_argument("--attempts", type=int, default=None,
                     help="mig_nvml_attempts of the mig role (default: its default, 3; 1: no retry)")
     ap.add_argument("--mix", choices=["chaos", "unknown"], default="chaos",
                     help="chaos: the realistic fault mix (CHAOS_MIX, default); unknown: every fault NVML_ERROR_UNKNOWN "
                          "(permanent), the mix before retries existed")
+    ap.add_argument("--permanent", type=float, default=None,
+                    help="with the chaos mix: the share of the faults that are permanent (NVML_ERROR_UNKNOWN), "
+                         "e.g. 0 or 0.1; the transient weights stay as they are (default: the mix's 5 %%)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     mix = None if args.mix == "chaos" else [{"error": "NVML_ERROR_UNKNOWN"}]
+    if args.permanent is not None and mix is None:
+        mix = permanent_mix(args.permanent)
     result = chaos(args.hosts, args.gpus, args.rate, args.seed, args.max_runs, args.forks, args.work, play=args.play,
                    attempts=args.attempts, mix=mix)
     if args.json:

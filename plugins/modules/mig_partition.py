@@ -105,13 +105,23 @@ notes:
     or a reboot handler when RV(reset_required) is true.
   - Stop GPU clients such as the device plugin, DCGM and dcgm-exporter before changing MIG mode; changing
     instances only needs the affected instances to be idle.
-  - When an NVML call fails halfway the module fails with C(gpus), C(resources) and C(diagram) read again after the
-    failure, C(completed) (the actions done, and every NVML call of the failed action that changed the GPU before it
+  - The GPUs' changes are independent. When an NVML call fails on one GPU (a permanent error, or a transient one past
+    O(nvml_attempts)), the rest of that GPU is not attempted, the module goes on with the host's other GPUs and fails at
+    the end naming every failed GPU and its error, so a re-run redoes only the failed GPUs. An error that says the host
+    cannot be changed at all (NVML_ERROR_NO_PERMISSION, DRIVER_NOT_LOADED, UNINITIALIZED, LIBRARY_NOT_FOUND,
+    FUNCTION_NOT_FOUND, LIB_RM_VERSION_MISMATCH) stops the run there; the GPUs after it are not attempted.
+  - When an NVML call fails the module fails with C(gpus), C(resources) and C(diagram) read again after the
+    run, C(completed) (the actions done, and every NVML call of a failed action that changed the GPU before it
     failed, such as V(destroy_compute_instance) before a failed GPU instance destroy or V(create_gpu_instance) whose
-    rollback failed, each with C(nvml_call) and C(part_of)), C(failed_action) (with C(error), C(nvml_return) and C(error_details)),
-    C(not_attempted), C(nvml_retries) and C(changed=true) if anything was done. When the last try of a transient error
-    failed, C(failed_action.error_details) has C(attempts) and C(retries_exhausted=true) and the message says after how
-    many attempts. Running the task again converges.
+    rollback failed, each with C(nvml_call) and C(part_of)), C(failed_action) (the first failure, with C(error),
+    C(nvml_return) and C(error_details)), C(failed_actions) (one per failed GPU, in order), C(failed_gpus),
+    C(not_attempted) (the actions of the failed GPUs after their failure, and of the GPUs not attempted),
+    C(not_attempted_gpus), C(gpu_results) (per GPU C(gpu), C(uuid), C(status) V(done), V(failed), V(not_attempted) or
+    V(unchanged), C(completed) and C(not_attempted) counts, and for a failed GPU C(error) and C(failed_action)),
+    C(reset_required), C(reset_required_gpus), C(nvml_retries) and C(changed=true) if anything was done. When the last
+    try of a transient error failed, its C(error_details) has C(attempts) and C(retries_exhausted=true) and the message
+    says after how many attempts. No instance the plan does not destroy is touched on any GPU. Running the task again
+    converges.
   - Invalid input fails before anything changes with C(errors) (one per GPU, with C(gpu) and C(msg)) and, where they
     apply, C(valid_profiles), C(valid_configs), C(max_instances) or C(busy_instances).
 seealso:

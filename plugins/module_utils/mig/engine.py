@@ -18,8 +18,11 @@
    plugin advertises with the mixed strategy), ``diagram`` and, with ``diff``, before/after per
    GPU uuid.
 
-A failing NVML call halfway stops the run; the error carries the GPUs as they are now and which
-actions completed, failed and were not attempted, so a re-run converges from there.
+The GPUs' changes are independent: a failing NVML call stops the rest of its own GPU only, the run goes on
+with the other GPUs (unless the error is host-wide: no driver, library or permission, see HOST_WIDE) and
+fails at the end. The error carries the GPUs as they are now, which actions completed, failed (one per
+failed GPU) and were not attempted, and per GPU done / failed / not attempted, so a re-run redoes the
+failed GPUs only and converges from there.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.mig import config as mi
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import instances as mig_instances
 from ansible_collections.gpuops.k8s.plugins.module_utils.mig import plan as mig_plan
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.backend import lock_unless_check
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import errors as nvml_errors
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml.errors import NvmlError
 from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import retry as nvml_retry
 
@@ -293,49 +297,73 @@ def _err_text(e):
     return str(e)
 
 
+# NVML errors that say the host, not one GPU, cannot be changed (no driver, no library, no permission): the
+# run stops there and the GPUs after the failing one are not attempted. Any other error fails its GPU only.
+HOST_WIDE = (nvml_errors.UNINITIALIZED, nvml_errors.NO_PERMISSION, nvml_errors.DRIVER_NOT_LOADED,
+             nvml_errors.LIBRARY_NOT_FOUND, nvml_errors.FUNCTION_NOT_FOUND, nvml_errors.LIB_RM_VERSION_MISMATCH)
+
+
+def _host_wide(error):
+    return isinstance(error, NvmlError) and error.value in HOST_WIDE
+
+
 def _apply(nvml, works, completed, policy, retries):
     """Execute every GPU's actions in order; ``completed`` collects the done ones, ``retries`` the transient
-    errors tried again (nvml.retry ``policy``). Returns the set of GPU indexes whose mode change is waiting
-    for a reset."""
+    errors tried again (nvml.retry ``policy``). The GPUs' changes are independent: a GPU whose action fails
+    (``_Halt``) stops there and the next GPU goes on, unless the error is host-wide (HOST_WIDE), which stops
+    the run. Returns (the GPU indexes whose mode change waits for a reset, the ``_Halt`` of every failed GPU
+    in order, the indexes of the GPUs not attempted)."""
     # the changes are loaded here only: check mode never changes a GPU
     from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import mig_changes  # pylint: disable=import-outside-toplevel
     run = _Runner(nvml, completed, policy, retries)
     waiting = set()
-    for w in works:
-        idx = w.gpu["index"]
-        if w.mode_action == "disable_mig":
-            for a in w.destroy_actions():
-                run(a, mig_changes.destroy_instance, (idx, a["gpu_instance_id"]),
-                    mig_changes.settle_destroy, (idx, a["gpu_instance_id"], a["placement"]))
-            a = w.mode_actions()[0]
-            res = run(a, mig_changes.set_mig_mode, (idx, False), mig_changes.settle_mig_mode, (idx, False))
-            if res and res.get("current"):
-                waiting.add(idx)
-            continue
-        active = bool(w.gpu.get("mig_mode_current"))
-        if w.mode_action == "enable_mig":
-            a = w.mode_actions()[0]
-            res = run(a, mig_changes.set_mig_mode, (idx, True), mig_changes.settle_mig_mode, (idx, True))
-            active = bool(res and res.get("current"))
-        if not active:
-            waiting.add(idx)
-            continue
+    halts = []
+    for n, w in enumerate(works):
+        try:
+            _apply_gpu(run, w, mig_changes, waiting)
+        except _Halt as h:
+            halts.append(h)
+            if _host_wide(h.error):
+                return waiting, halts, [x.gpu["index"] for x in works[n + 1:]]
+            continue  # the other GPUs' changes do not depend on this one
+    return waiting, halts, []
+
+
+def _apply_gpu(run, w, mig_changes, waiting):
+    """One GPU's actions in order; the first that fails raises ``_Halt`` and the rest of the GPU is not attempted."""
+    idx = w.gpu["index"]
+    if w.mode_action == "disable_mig":
         for a in w.destroy_actions():
             run(a, mig_changes.destroy_instance, (idx, a["gpu_instance_id"]),
                 mig_changes.settle_destroy, (idx, a["gpu_instance_id"], a["placement"]))
-        for a in w.create_actions():
-            p = w.pmap[a["profile"]]
-            args = (idx, p, a["placement"]["start"], list(a["compute_instances"]))
-            made = run(a, mig_changes.create_instance, args, mig_changes.settle_create, args)
-            if made:
-                ids = [m.get("gpu_instance_id") for m in made if isinstance(m, dict)]
-                if ids:
-                    a["gpu_instance_id"] = ids[0]
-    return waiting
+        a = w.mode_actions()[0]
+        res = run(a, mig_changes.set_mig_mode, (idx, False), mig_changes.settle_mig_mode, (idx, False))
+        if res and res.get("current"):
+            waiting.add(idx)
+        return
+    active = bool(w.gpu.get("mig_mode_current"))
+    if w.mode_action == "enable_mig":
+        a = w.mode_actions()[0]
+        res = run(a, mig_changes.set_mig_mode, (idx, True), mig_changes.settle_mig_mode, (idx, True))
+        active = bool(res and res.get("current"))
+    if not active:
+        waiting.add(idx)
+        return
+    for a in w.destroy_actions():
+        run(a, mig_changes.destroy_instance, (idx, a["gpu_instance_id"]),
+            mig_changes.settle_destroy, (idx, a["gpu_instance_id"], a["placement"]))
+    for a in w.create_actions():
+        p = w.pmap[a["profile"]]
+        args = (idx, p, a["placement"]["start"], list(a["compute_instances"]))
+        made = run(a, mig_changes.create_instance, args, mig_changes.settle_create, args)
+        if made:
+            ids = [m.get("gpu_instance_id") for m in made if isinstance(m, dict)]
+            if ids:
+                a["gpu_instance_id"] = ids[0]
 
 
 class _Runner(object):
-    """Runs one planned action with retries of transient NVML errors; a failure halts the run (``_Halt``)."""
+    """Runs one planned action with retries of transient NVML errors; a failure halts its GPU (``_Halt``)."""
 
     def __init__(self, nvml, completed, policy, retries):
         self.nvml = nvml
@@ -369,6 +397,75 @@ class _Halt(Exception):
         super(_Halt, self).__init__(str(error))
         self.action = action
         self.error = error
+
+
+def _failed_action(h):
+    failed = dict(h.action)
+    failed["error"] = _err_text(h.error)
+    if isinstance(h.error, NvmlError):
+        failed["nvml_return"] = getattr(h.error, "value", None)
+    if getattr(h.error, "details", None):
+        failed["error_details"] = dict(h.error.details)  # e.g. rolled_back of a half-made instance
+    return failed
+
+
+def _what(action):
+    return "%s of %s on GPU %s" % (action["action"], action.get("profile") or "MIG mode", action["gpu"])
+
+
+def _failure(nvml, works, changes, planned, completed, halts, skipped_gpus, retries, waiting):
+    """The GpuOpsError of a run in which one or more GPUs failed: the GPUs as they are now, every action done,
+    each failed GPU's failed action, what was not attempted and, per GPU, done / failed / not attempted."""
+    now, read_error = _reread(nvml)
+    failed_actions = [_failed_action(h) for h in halts]
+    failed_gpus = [h.action["gpu"] for h in halts]
+    stopped = set(failed_gpus) | set(skipped_gpus)
+    done_ids = set(id(a) for a in completed)
+    failed_ids = set(id(h.action) for h in halts)
+    not_attempted = [dict(a) for a in changes
+                     if a["gpu"] in stopped and id(a) not in done_ids and id(a) not in failed_ids]
+    completed = [dict(a) for a in completed]
+    gpu_results = []
+    for w in works:
+        idx = w.gpu["index"]
+        entry = {"gpu": idx, "uuid": w.gpu.get("uuid"),
+                 "completed": len([a for a in completed if a["gpu"] == idx]),
+                 "not_attempted": len([a for a in not_attempted if a["gpu"] == idx])}
+        if idx in failed_gpus:
+            fa = failed_actions[failed_gpus.index(idx)]
+            entry.update(status="failed", error=fa["error"], failed_action=fa["action"])
+        elif idx in skipped_gpus:
+            entry["status"] = "not_attempted"
+        elif any(a["gpu"] == idx for a in changes):
+            entry["status"] = "done"
+        else:
+            entry["status"] = "unchanged"
+        gpu_results.append(entry)
+    done = [r["gpu"] for r in gpu_results if r["status"] == "done"]
+    details = {"changed": bool(completed), "completed": completed, "failed_action": failed_actions[0],
+               "failed_actions": failed_actions, "failed_gpus": failed_gpus, "not_attempted_gpus": list(skipped_gpus),
+               "gpu_results": gpu_results, "not_attempted": not_attempted, "actions": planned,
+               "nvml_retries": retries}
+    if now is not None:
+        # a mode change made on a GPU (done or failed later) that waits for a reset
+        waiting = set(waiting) | set(g["index"] for g in now if g["index"] in set(w.gpu["index"] for w in works)
+                                     and bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending")))
+        details["gpus"] = now
+        details["resources"] = resources(now)
+        details["diagram"] = slice_diagram.render(now)
+    else:
+        details["read_error"] = read_error
+    details["reset_required"] = bool(waiting)
+    details["reset_required_gpus"] = sorted(waiting)
+    where = "; at ".join("%s: %s" % (_what(h.action), fa["error"]) for h, fa in zip(halts, failed_actions))
+    others = "GPU(s) %s done" % ", ".join(str(i) for i in done) if done else "no other GPU changed"
+    if skipped_gpus:
+        others += ", GPU(s) %s not attempted (host-wide error)" % ", ".join(str(i) for i in skipped_gpus)
+    return GpuOpsError(
+        "MIG partitioning stopped at %s; %d action(s) completed, %d not attempted; failed GPU(s): %s; %s; "
+        "the GPUs are reported as they are now, run again to converge"
+        % (where, len(completed), len(not_attempted), ", ".join(str(i) for i in failed_gpus), others),
+        **details)
 
 
 def run_mig_partition(nvml: Any, params: Dict[str, Any], check_mode: bool = False,
@@ -409,35 +506,9 @@ def _run_mig_partition(nvml, params, check_mode, diff):
                       if bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending", g.get("mig_mode_current"))))
     else:
         completed = []
-        try:
-            waiting = _apply(nvml, works, completed, policy, retries)
-        except _Halt as h:
-            now, read_error = _reread(nvml)
-            failed = dict(h.action)
-            failed["error"] = _err_text(h.error)
-            if isinstance(h.error, NvmlError):
-                failed["nvml_return"] = getattr(h.error, "value", None)
-            if getattr(h.error, "details", None):
-                failed["error_details"] = dict(h.error.details)  # e.g. rolled_back of a half-made instance
-            done_ids = set(id(a) for a in completed)
-            position = [i for i, a in enumerate(changes) if a is h.action]
-            later = changes[position[0] + 1:] if position else []
-            not_attempted = [dict(a) for a in later if id(a) not in done_ids]
-            completed = [dict(a) for a in completed]
-            details = {"changed": bool(completed), "completed": completed, "failed_action": failed,
-                       "not_attempted": not_attempted, "actions": planned, "nvml_retries": retries}
-            if now is not None:
-                details["gpus"] = now
-                details["resources"] = resources(now)
-                details["diagram"] = slice_diagram.render(now)
-            else:
-                details["read_error"] = read_error
-            raise GpuOpsError(
-                "MIG partitioning stopped at %s of %s on GPU %s: %s; %d action(s) completed before, %d not "
-                "attempted; the GPUs are reported as they are now, run again to converge"
-                % (h.action["action"], h.action.get("profile") or "MIG mode", h.action["gpu"],
-                   failed["error"], len(completed), len(not_attempted)),
-                **details)
+        waiting, halts, skipped_gpus = _apply(nvml, works, completed, policy, retries)
+        if halts:
+            raise _failure(nvml, works, changes, planned, completed, halts, skipped_gpus, retries, waiting)
         after = gpu_state.read_host(nvml)["gpus"]
         for g in after:
             if g["index"] in matched and bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending")):
