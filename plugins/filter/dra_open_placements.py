@@ -82,6 +82,9 @@ _value:
     skipped:
       description: Nodes named with no slices of the driver, C({node, reason}).
       type: list
+    summary:
+      description: Lines for the log (per node what is in use, placed and open per GPU; unplaced and skipped).
+      type: list
 """
 
 

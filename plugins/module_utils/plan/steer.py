@@ -170,7 +170,8 @@ def open_placements(slices: Any, claims: Any = None, pods: Any = None, nodes: An
     names of the dra-dynamic nodes (default every pool of the slices); ``k8s_nodes``: Node resources (their labels
     against the pods' nodeSelector); ``classes``: DeviceClasses (which profile a claim's class selects).
 
-    Returns ``{nodes: {node: {open, in_use, placed, gpus}}, unplaced, ignored, skipped}``.
+    Returns ``{nodes: {node: {open, in_use, placed, gpus}}, unplaced, ignored, skipped, summary}`` (summary: lines
+    for the log).
     """
     if not isinstance(slices, list):
         raise GpuOpsError("slices must be a list of ResourceSlices (kubernetes.core.k8s_info), got %s"
@@ -193,9 +194,9 @@ def open_placements(slices: Any, claims: Any = None, pods: Any = None, nodes: An
         out[n] = {"open": {}, "in_use": [], "placed": [], "gpus": node.gpus}
     whole = set()
     for a in gpu_dra_dynamic.claim_allocations(claims):
-        node = state.get(str(a["pool"]))
-        if node is None:
+        if str(a["pool"]) not in state:
             continue
+        node = state[str(a["pool"])]
         if a["device"] not in node.devices:
             raise GpuOpsError("claim %s holds device %s of pool %s, which its ResourceSlices do not publish: the "
                               "slices are stale or the driver renamed its devices; re-publish them before steering"
@@ -211,20 +212,19 @@ def open_placements(slices: Any, claims: Any = None, pods: Any = None, nodes: An
     unplaced = []
     for req in sorted(requests, key=lambda r: (tuple(-x for x in _size(r["profiles"])), r["pod"])):
         profiles = sorted(req["profiles"], key=lambda p: tuple(-x for x in _size([p])) + (p,))
-        best = None
+        best: Optional[Tuple[Any, _Node, List[str]]] = None
         for node in state.values():
             if any(node.labels.get(k) != str(v) for k, v in req["node_selector"].items()):
                 continue  # a node whose labels are unknown (no k8s_nodes) matches no nodeSelector
-            taken, picks, first = list(node.taken), [], None
+            taken, picks, first = list(node.taken), [], None  # type: List[str], List[str], Any
             for p in profiles:
                 got = node.best(p, taken)
                 if got is None:
-                    picks = None
                     break
                 first = got[0] if first is None else first
                 taken.append(got[1])
                 picks.append(got[1])
-            if picks is not None and (best is None or first < best[0]):
+            if len(picks) == len(profiles) and (best is None or first < best[0]):
                 best = (first, node, picks)
         if best is None:
             unplaced.append({"pod": req["pod"], "profiles": req["profiles"],
@@ -244,4 +244,23 @@ def open_placements(slices: Any, claims: Any = None, pods: Any = None, nodes: An
                               if node.where[d]["gpu"] == gpu and node.where[d]["profile"]), key=lambda x: (x[1], x[0]))
             if keep or close_idle:
                 out[n]["open"][str(gpu)] = [{"profile": p, "start": s} for p, s in keep]
-    return {"nodes": out, "unplaced": unplaced, "ignored": ignored, "skipped": skipped}
+    return {"nodes": out, "unplaced": unplaced, "ignored": ignored, "skipped": skipped,
+            "summary": _summary(out, unplaced, skipped)}
+
+
+def _summary(out, unplaced, skipped):
+    lines = []
+    for n, plan in sorted(out.items()):
+        used = set(u["device"] for u in plan["in_use"])
+        new = set(p["device"] for p in plan["placed"])
+        lines.append("%s: %d device(s) in use, %d placed for pending pods (%s)" % (
+            n, len(used), len(new), ", ".join(sorted(new)) or "none"))
+        for gpu in plan["gpus"]:
+            if str(gpu) in plan["open"]:
+                lines.append("%s GPU %d open: %s" % (n, gpu, ", ".join(
+                    "%s@%d" % (e["profile"], e["start"]) for e in plan["open"][str(gpu)]) or "nothing (closed)"))
+            else:
+                lines.append("%s GPU %d: no rules (whole GPU in use, or idle and left open)" % (n, gpu))
+    lines.extend("unplaced: %s: %s" % (u["pod"], u["reason"]) for u in unplaced)
+    lines.extend("skipped: %s: %s" % (s["node"], s["reason"]) for s in skipped)
+    return lines

@@ -63,6 +63,7 @@ def test_pending_3g_goes_to_slices_4_to_7_of_the_idle_gpu_and_everything_in_use_
     assert [p["device"] for p in out["nodes"][NODE]["placed"]] == ["gpu-1-mig-3g40gb-9-4"]
     assert sorted(u["claim"] for u in out["nodes"][NODE]["in_use"]) == ["ns/a", "ns/b", "ns/c"]
     assert out["unplaced"] == []
+    assert out["summary"][1:] == ["n1 GPU 0 open: 4g.40gb@0, 2g.20gb@4, 1g.10gb@6", "n1 GPU 1 open: 3g.40gb@4"]
 
 
 def test_two_pending_3g_take_both_3g_placements():
