@@ -12,8 +12,6 @@ real kube-scheduler allocates ResourceClaims for 1g.10gb, 2g.20gb and 4g.40gb, o
 The expected devices were worked out by hand from the slice order (device names sorted, as the driver publishes
 them) and the counters. The DeviceClasses get names of their own (the session cluster is shared with other files).
 """
-import json
-import sys
 import time
 
 import pytest
@@ -22,10 +20,8 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
-from lib import gpu_nodes, playbook
+from lib import playbook
 from lib.wait import wait_for
-
-TOP = gpu_nodes.TOP
 
 API = "resource.k8s.io/v1"
 NODE = "e2e-dyn-h100"
@@ -63,8 +59,7 @@ def dyn_node(k8s_cluster, kwok_nodes, namespace, unique):
             if profile != "3g.40gb":  # only one class serves the extended resource test below
                 del c["spec"]["extendedResourceName"]
             made.append(("DeviceClass", _res(dyn, "DeviceClass").create(body=c).metadata.name))
-        yield {"dyn": dyn, "slices": slices, "ns": namespace, "unique": unique, "core": k8s_cluster.core,
-               "kubeconfig": k8s_cluster.kubeconfig}
+        yield {"dyn": dyn, "slices": slices, "ns": namespace, "unique": unique, "core": k8s_cluster.core}
     finally:
         for kind, name in reversed(made):
             try:
@@ -199,89 +194,3 @@ def test_device_plugin_role_in_dra_dynamic_mode(k8s_cluster, kwok_nodes, tmp_pat
                 _res(dyn, "DeviceClass").delete(name=name)
             except ApiException:
                 pass
-
-
-def _claim_and_pod(env, name, profile):
-    _res(env["dyn"], "ResourceClaim").create(namespace=env["ns"], body={
-        "apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "mig", "exactly": {
-            "deviceClassName": _class_name(profile, env["unique"]), "allocationMode": "ExactCount", "count": 1}}]}}})
-    env["core"].create_namespaced_pod(env["ns"], {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {"e2e-dra-dynamic": env["unique"]},
-                 "resourceClaims": [{"name": "mig", "resourceClaimName": name}],
-                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"claims": [{"name": "mig"}]}}]}})
-
-
-def _allocations(env):
-    claims = _res(env["dyn"], "ResourceClaim").get(namespace=env["ns"]).to_dict()["items"]
-    return dict((c["metadata"]["name"], [r["device"] for r in c["status"]["allocation"]["devices"]["results"]])
-                for c in claims if (c.get("status") or {}).get("allocation"))
-
-
-def _rules(env):
-    return sorted(r["spec"]["deviceSelector"]["device"] for r in _res(env["dyn"], "DeviceTaintRule").get(
-        label_selector="gpuops.k8s/steering=closed").to_dict()["items"] if r["spec"]["deviceSelector"]["pool"] == NODE)
-
-
-def test_replan_opens_a_3g_placement_for_a_pending_pod_without_evicting_anyone(dyn_node, tmp_path):
-    """replan.yml on a dra-dynamic node: a 3g.40gb pod pending behind an earlier plan's rules (GPU 0 open only where
-    4g@0, 2g@4 and 1g@6 run, GPU 1 closed) is placed by re-planning the taints: the plan keeps the three placements
-    in use and opens 3g.40gb at slices 4-7 of GPU 1 (at 0 it would leave 10 devices allocatable, at 4 it leaves 14),
-    so the pod gets gpu-1-mig-3g40gb-9-4 - first fit unsteered would take 9-0. No pod is evicted or rebound, no
-    claim's allocation changes; a second run changes nothing."""
-    env = dyn_node
-    dyn, core, ns = env["dyn"], env["core"], env["ns"]
-    earlier = gpu_dra_dynamic.steering_rules(env["slices"], {
-        "0": [{"profile": "4g.40gb", "start": 0}, {"profile": "2g.20gb", "start": 4}, {"profile": "1g.10gb", "start": 6}],
-        "1": []})
-    try:
-        for r in earlier:
-            _res(dyn, "DeviceTaintRule").create(body=r)
-        time.sleep(2)  # the scheduler sees the rules through its informer
-        running = _place_one_after_another(env, "run")
-        assert running == {"1g.10gb": "gpu-0-mig-1g10gb-19-6", "2g.20gb": "gpu-0-mig-2g20gb-14-4",
-                           "4g.40gb": "gpu-0-mig-4g40gb-5-0"}
-        uids = dict((p.metadata.name, p.metadata.uid) for p in core.list_namespaced_pod(ns).items)
-        before = _allocations(env)
-        _claim_and_pod(env, "want-3g", "3g.40gb")
-
-        def unschedulable():
-            conds = core.read_namespaced_pod("want-3g", ns).status.conditions or []
-            return [c for c in conds if c.type == "PodScheduled" and c.reason == "Unschedulable"]
-        wait_for(unschedulable, 60, what="want-3g Unschedulable")
-        inventory = tmp_path / "hosts.yml"
-        inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {NODE: {
-            "ansible_connection": "local", "device_plugin_gpu_allocation": "dra-dynamic", "gpu_count": 2,
-            "gpu_product": gpu_catalog.product_label(gpu_catalog.CATALOG["h100_80gb"].variants[0].nvml_name)}}}}}}))
-        variables = {"replan_apply": True, "replan_namespaces": [ns], "replan_output_dir": str(tmp_path / "out"),
-                     "ansible_python_interpreter": sys.executable}
-
-        def replan(check=False):
-            return playbook.run(TOP + "/playbooks/replan.yml", inventory=inventory, kubeconfig=env["kubeconfig"],
-                                extra_vars=variables, check=check, diff=check, timeout=300, cwd=tmp_path)
-        dry = replan(check=True)
-        assert "Remove the rules of an earlier plan that these nodes no longer want" in dry.changed(), dry.changed()
-        assert _rules(env) == sorted(r["spec"]["deviceSelector"]["device"] for r in earlier)  # check mode: untouched
-        run = replan()
-        assert "MIG layouts through the rolling reconfiguration" not in " ".join(n for n, _r in run.results())
-        assert "Remove the rules of an earlier plan that these nodes no longer want" in run.changed(), run.changed()
-        assert set(run.changed()) <= {"Remove the rules of an earlier plan that these nodes no longer want",
-                                      "Apply the steering rules (server-side apply; taints only, no drain)"}
-        assert "gpu-1-mig-3g40gb-9-4" not in _rules(env) and len(_rules(env)) == len(earlier) - 1
-        wait_for(lambda: core.read_namespaced_pod("want-3g", ns).status.phase == "Running", 60, what="want-3g Running")
-        after = _allocations(env)
-        assert after.pop("want-3g") == ["gpu-1-mig-3g40gb-9-4"]
-        assert after == before  # the claims in use kept their devices
-        pods = dict((p.metadata.name, p) for p in core.list_namespaced_pod(ns).items)
-        for name, uid in uids.items():
-            assert pods[name].metadata.uid == uid and pods[name].status.phase == "Running"
-            assert pods[name].metadata.deletion_timestamp is None
-        again = replan()
-        assert again.changed() == [], again.changed()
-        assert _allocations(env)["want-3g"] == ["gpu-1-mig-3g40gb-9-4"]
-    finally:
-        for r in _res(dyn, "DeviceTaintRule").get(label_selector="gpuops.k8s/steering=closed").to_dict()["items"]:
-            if r["spec"]["deviceSelector"]["pool"] == NODE:
-                _res(dyn, "DeviceTaintRule").delete(name=r["metadata"]["name"])
