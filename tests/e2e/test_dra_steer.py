@@ -159,7 +159,7 @@ def test_replan_opens_a_3g_placement_for_a_pending_pod_without_evicting_anyone(s
     assert REMOVE_TASK in dry.changed(), dry.changed()
     assert _rules(env) == sorted(r["spec"]["deviceSelector"]["device"] for r in earlier)  # check mode: untouched
     run = replan()
-    names = [n for n, _r in run.results()]
+    names = [n for n, r in run.results() if not r.get("skipped")]  # the tasks that ran
     assert not [n for n in names if "rolling reconfiguration" in n or "Re-plan with the current layouts" in n], names
     assert REMOVE_TASK in run.changed() and set(run.changed()) <= {REMOVE_TASK, APPLY_TASK}, run.changed()
     rules = _rules(env)
@@ -180,3 +180,4 @@ def test_replan_opens_a_3g_placement_for_a_pending_pod_without_evicting_anyone(s
     again = replan()
     assert again.changed() == [], again.changed()
     assert _rules(env) == rules
+    print("replan.yml: check %.1f s, apply %.1f s, again %.1f s" % (dry.seconds, run.seconds, again.seconds))
