@@ -30,8 +30,8 @@ def claim(name, device, pool=NODE, ns="ns"):
         {"request": "mig", "driver": "gpu.nvidia.com", "pool": pool, "device": device}]}}}}
 
 
-UNSCHED = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "message": "0/3 nodes are available: 1 cannot allocate all claims. still not schedulable"}]
+UNSCHED = ({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 1 cannot allocate all claims. still not schedulable"},)
 
 
 def pod(name, profile=None, claims=(), selector=None, conditions=UNSCHED, phase="Pending"):
@@ -41,7 +41,7 @@ def pod(name, profile=None, claims=(), selector=None, conditions=UNSCHED, phase=
     if selector:
         spec["nodeSelector"] = selector
     return {"metadata": {"namespace": "ns", "name": name}, "spec": spec,
-            "status": {"phase": phase, "conditions": conditions}}
+            "status": {"phase": phase, "conditions": list(conditions)}}
 
 
 def o(*pairs):
@@ -111,7 +111,7 @@ def test_pending_pods_through_claims_classes_and_node_selectors():
         {"name": "mig", "exactly": {"deviceClassName": "mig-1g.10gb.nvidia.com"}}]}}}
     pods = [pod("via-class", claims=["c2"]), pod("via-name", claims=["c1"]),
             pod("elsewhere", "3g.40gb", selector={"pool": "b"}),
-            pod("cpu", "3g.40gb", conditions=[dict(UNSCHED[0], message="0/3 nodes are available: 3 Insufficient cpu")]),
+            pod("cpu", "3g.40gb", conditions=(dict(UNSCHED[0], message="0/3 nodes are available: 3 Insufficient cpu"),)),
             pod("running", "7g.80gb", phase="Running")]
     k8s_nodes = [{"metadata": {"name": NODE, "labels": {"pool": "a"}}}]
     out = steer.open_placements(SLICES, [pending_claim, by_name], pods, k8s_nodes=k8s_nodes, classes=classes)
