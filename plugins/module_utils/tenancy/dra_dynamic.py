@@ -37,6 +37,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as g
 MAX_DEVICES_PER_SLICE = 64  # resource.k8s.io/v1 ResourceSliceMaxDevicesWithAdvancedFeatures (counters in use)
 MAX_COUNTER_SETS_PER_SLICE = 8  # ResourceSliceMaxCounterSets
 STEERING_TAINT_KEY = "gpuops.k8s/steering"
+STEERING_LABEL = "gpuops.k8s/steering"  # label of every steering rule (value "closed"): how a re-plan finds its old rules
 MIB = 1024 * 1024
 
 # Device capacity name -> counter name (the driver derives counter names from capacities, camelCase -> dashes).
@@ -388,7 +389,37 @@ def steering_rules(slices: Sequence[Any], open_map: Any, effect: str = "NoSchedu
             rules.append({"apiVersion": gpu_dra.DRA_API, "kind": "DeviceTaintRule",
                           "metadata": {"name": name[:253].rstrip("-."),
                                        "labels": {"app.kubernetes.io/managed-by": "gpuops.k8s",
+                                                  STEERING_LABEL: "closed",
                                                   "gpuops.k8s/pool": pool[:63].rstrip("-._")}},
                           "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": d["name"]},
                                    "taint": {"key": STEERING_TAINT_KEY, "value": "closed", "effect": effect}}})
     return rules
+
+
+def device_placement(device: Mapping[str, Any]) -> Dict[str, Any]:
+    """``{gpu, profile, start}`` of a published device (``profile``/``start`` None for a whole GPU)."""
+    attrs = device.get("attributes") or {}
+    gpu = (attrs.get("parentIndex") or attrs.get("index") or {}).get("int")
+    if gpu is None:
+        gpu = _gpu_of(device)
+    if "profile" not in attrs:
+        return {"gpu": gpu, "profile": None, "start": None}
+    return {"gpu": int(gpu), "profile": attrs["profile"]["string"], "start": int(str(device["name"]).rsplit("-", 1)[1])}
+
+
+def claim_allocations(claims: Optional[Sequence[Any]], driver: str = gpu_dra.DRIVER) -> List[Dict[str, Any]]:
+    """The devices of ``driver`` that ResourceClaims hold (``status.allocation.devices.results``), as
+    ``[{claim: "<namespace>/<name>", pool, device, request}]``. A claim being deleted still holds its device until
+    its allocation is gone, so it counts; a claim without an allocation holds nothing."""
+    out = []
+    for c in claims or []:
+        if not isinstance(c, dict):
+            raise GpuOpsError("claims: each entry must be a ResourceClaim (kubernetes.core.k8s_info), got %s"
+                              % type(c).__name__)
+        meta = c.get("metadata") or {}
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            if r.get("driver") == driver:
+                out.append({"claim": "%s/%s" % (meta.get("namespace", ""), meta.get("name", "")),
+                            "pool": r.get("pool"), "device": r.get("device"), "request": r.get("request")})
+    return out
