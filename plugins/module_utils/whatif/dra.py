@@ -272,6 +272,8 @@ class DraReplay(whatif_engine._Replay):
     def pick(self, node: int, kind: int) -> Tuple[int, int]:
         """(GPU index, device index) the next device of ``kind`` on ``node`` takes, by the mode's rule."""
         sh = self._shape(node)
+        if sh is None:  # pragma: no cover - feasible() keeps GPU pods off nodes without GPUs
+            raise GpuOpsError("node %s has no GPU" % self.c.names[node])
         states = self.state[node]
         if not self.steered_mode or kind == WHOLE:
             for gi, st in enumerate(states):
