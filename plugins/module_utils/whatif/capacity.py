@@ -373,7 +373,10 @@ def ideal_gpus(seq: Sequence[Any], end: float, target: Mapping[str, float]) -> i
     lo = 0  # fails (or nothing to serve)
 
     def met(g):
-        dr = departures.DepartureReplay(_Fluid(arr, g), seq, end).run()
+        try:
+            dr = BoundedReplay(_Fluid(arr, g), seq, end, target).run()
+        except Hopeless:
+            return False
         return meets(departures.summarise(dr), target, len(seq))
     while hi - lo > 1:
         mid = (lo + hi) // 2
