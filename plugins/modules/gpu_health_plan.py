@@ -71,6 +71,33 @@ options:
         resolved alert arrives. Dropped alerts (RV(gpuops.k8s.gpu_health_alert#module:accepted=false)) count for nothing.
     type: dict
     default: {}
+  dra_dynamic_nodes:
+    description:
+      - Nodes that hand out their GPUs through NVIDIA's DRA driver with DynamicMIG (C(device_plugin_gpu_allocation=dra-dynamic)).
+      - Such a node is quarantined per GPU, not cordoned - RV(device_taint_rules) holds one C(resource.k8s.io/v1)
+        DeviceTaintRule per device of each failing GPU (the whole GPU and every MIG device of it, taint key
+        C(gpuops.k8s/gpu-health)), C(NoExecute) for an uncorrectable ECC error or a problem needing a GPU reset or a
+        reboot (fatal Xids), C(NoSchedule) for a warning (temperature, an Xid whose action is C(drain)). The node patch
+        writes the audit annotations and the fault label only; the other GPUs keep serving.
+      - Recovery (V(uncordon), after O(uncordon_after) healthy checks in a row) deletes the node's rules. The circuit
+        breaker counts such a node as quarantined.
+      - A problem that names no GPU (GPUs missing, an Xid on an unknown PCI bus), or a failing GPU the node's slices
+        lack, cordons the node as in the other modes, beside the rules of the GPUs that can be named.
+    type: list
+    elements: str
+    default: []
+  resource_slices:
+    description: The ResourceSlices of O(dra_dynamic_nodes) (the RV(kubernetes.core.k8s_info#module:resources) list).
+    type: list
+    elements: dict
+    default: []
+  device_taint_rules:
+    description: >-
+      The DeviceTaintRules the health check made before (label C(gpuops.k8s/health-node)), so that recovery deletes
+      them and a rule is never weakened while its node stays quarantined.
+    type: list
+    elements: dict
+    default: []
 seealso:
   - module: gpuops.k8s.gpu_health_check
   - module: kubernetes.core.k8s
@@ -128,6 +155,15 @@ summary:
   returned: success
   type: dict
   sample: {none: 7, cordon: 1}
+device_taint_rules:
+  description:
+    - The DeviceTaintRules to create or update (C(apply), manifests) and to delete (C(delete), C(apiVersion), C(kind) and
+      C(metadata.name) of each) for the
+      O(dra_dynamic_nodes); both empty under O(dry_run). Actions of those nodes also carry C(scope) (V(devices) or
+      V(node)) and C(device_taint_rules), the effect wanted per failing GPU index.
+  returned: success
+  type: dict
+  sample: {apply: [], delete: [{apiVersion: resource.k8s.io/v1, kind: DeviceTaintRule, metadata: {name: gpuops-health-node1-gpu-3}}]}
 dry_run:
   description: O(dry_run) as given.
   returned: success
@@ -138,7 +174,8 @@ dry_run:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
-from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import DEFAULT_TAINT, plan_actions
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.checks import DEFAULT_TAINT
+from ansible_collections.gpuops.k8s.plugins.module_utils.health.device_taints import plan_with_device_taints
 
 
 def main():
@@ -153,6 +190,9 @@ def main():
             taint=dict(type="dict", default=dict(DEFAULT_TAINT)),
             now=dict(type="str", default=""),
             alerts=dict(type="dict", default={}),
+            dra_dynamic_nodes=dict(type="list", elements="str", default=[]),
+            resource_slices=dict(type="list", elements="dict", default=[]),
+            device_taint_rules=dict(type="list", elements="dict", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -160,7 +200,9 @@ def main():
     policy = {"auto_cordon": p["auto_cordon"], "dry_run": p["dry_run"], "uncordon_after": p["uncordon_after"],
               "max_unhealthy_fraction": p["max_unhealthy_fraction"], "taint": p["taint"]}
     # a plan only (changed=false): the role applies it
-    run_and_exit(module, lambda: plan_actions(p["verdicts"], p["nodes"], policy, now=p["now"], alerts=p["alerts"]), changed=False)
+    run_and_exit(module, lambda: plan_with_device_taints(
+        p["verdicts"], p["nodes"], policy, now=p["now"], alerts=p["alerts"], dra_dynamic_nodes=p["dra_dynamic_nodes"],
+        resource_slices=p["resource_slices"], device_taint_rules=p["device_taint_rules"]), changed=False)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ real kube-scheduler allocates ResourceClaims for 1g.10gb, 2g.20gb and 4g.40gb, o
 * steered by the DeviceTaintRules of ``gpuops.k8s.dra_steering_rules`` (GPU 0 open only at 4g@0, 2g@4, 1g@6), all
   three land on GPU 0.
 
+With the lab's simulated kubelet plugin (tests/e2e/lib/sim_kubelet_plugin.py) the node is backed by an NVML simulator
+state file: claims for 4g.40gb, 2g.20gb and 1g.10gb become exactly those GPU instances at the allocated placements,
+a released claim takes only its own instance with it, and a placement the simulator refuses is an Event on the claim.
+
 The expected devices were worked out by hand from the slice order (device names sorted, as the driver publishes
 them) and the counters. The DeviceClasses get names of their own (the session cluster is shared with other files).
 """
@@ -20,7 +24,11 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra as gpu_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.tenancy import dra_dynamic as gpu_dra_dynamic
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import api as nvml_api
+from ansible_collections.gpuops.k8s.plugins.module_utils.nvml import gpu_state, mig_changes
+from ansible_collections.gpuops.k8s.plugins.module_utils.sim import state as sim_state
 from lib import playbook
+from lib.sim_kubelet_plugin import SimKubeletPlugin
 from lib.wait import wait_for
 
 API = "resource.k8s.io/v1"
@@ -59,8 +67,16 @@ def dyn_node(k8s_cluster, kwok_nodes, namespace, unique):
             if profile != "3g.40gb":  # only one class serves the extended resource test below
                 del c["spec"]["extendedResourceName"]
             made.append(("DeviceClass", _res(dyn, "DeviceClass").create(body=c).metadata.name))
-        yield {"dyn": dyn, "slices": slices, "ns": namespace, "unique": unique, "core": k8s_cluster.core}
+        yield {"dyn": dyn, "slices": slices, "ns": namespace, "unique": unique, "core": k8s_cluster.core,
+               "api_client": k8s_cluster.api_client()}
     finally:
+        # a failed test leaves claims allocated on this pool: gone before the next test gets the node again
+        for pod in k8s_cluster.core.list_namespaced_pod(namespace).items:
+            k8s_cluster.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+        for c in _res(dyn, "ResourceClaim").get(namespace=namespace).to_dict()["items"]:
+            _res(dyn, "ResourceClaim").delete(name=c["metadata"]["name"], namespace=namespace)
+        wait_for(lambda: not _res(dyn, "ResourceClaim").get(namespace=namespace).to_dict()["items"], 60,
+                 what="the test's claims gone")
         for kind, name in reversed(made):
             try:
                 _res(dyn, kind).delete(name=name)
@@ -68,11 +84,11 @@ def dyn_node(k8s_cluster, kwok_nodes, namespace, unique):
                 pass
 
 
-def _place_one_after_another(env, tag):
+def _place_one_after_another(env, tag, profiles=PROFILES):
     """Claim + pod per profile, each pod Running before the next: ``{profile: allocated device}``."""
     dyn, core, ns = env["dyn"], env["core"], env["ns"]
     out = {}
-    for profile in PROFILES:
+    for profile in profiles:
         name = "%s-%s" % (tag, profile.replace(".", "-"))
         _res(dyn, "ResourceClaim").create(namespace=ns, body={
             "apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
@@ -94,17 +110,19 @@ def _place_one_after_another(env, tag):
     return out
 
 
-def _release(env, tag):
+def _release(env, tag, profiles=PROFILES):
     dyn, core, ns = env["dyn"], env["core"], env["ns"]
-    for profile in PROFILES:
+    for profile in profiles:
         name = "%s-%s" % (tag, profile.replace(".", "-"))
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
-    for profile in PROFILES:
+    for profile in profiles:
         name = "%s-%s" % (tag, profile.replace(".", "-"))
         wait_for(lambda n=name: not [p for p in core.list_namespaced_pod(ns).items if p.metadata.name == n], 60,
                  what="pod %s gone" % name)
         _res(dyn, "ResourceClaim").delete(name=name, namespace=ns)
-    wait_for(lambda: not _res(dyn, "ResourceClaim").get(namespace=ns).to_dict()["items"], 60, what="claims gone")
+    names = ["%s-%s" % (tag, p.replace(".", "-")) for p in profiles]
+    wait_for(lambda: not [c for c in _res(dyn, "ResourceClaim").get(namespace=ns).to_dict()["items"]
+                          if c["metadata"]["name"] in names], 60, what="claims gone")
 
 
 def test_first_fit_spreads_and_taint_rules_steer_onto_one_gpu(dyn_node):
@@ -151,6 +169,80 @@ def test_pod_asking_for_the_mig_extended_resource_gets_a_dynamic_device(dyn_node
     # first fit in slice order: GPU 0's first 3g.40gb placement
     assert devices == ["gpu-0-mig-3g40gb-9-0"]
     core.delete_namespaced_pod("ext-3g", ns, grace_period_seconds=0)
+
+
+def _simulated_host(tmp_path):
+    """The node's NVML simulator: two H100s, MIG mode on, no instances (what dra_resource_slices was given)."""
+    path = str(tmp_path / (NODE + ".json"))
+    st = sim_state.new_state([{"model": "h100_80gb", "count": 2}], driver_version="580.95.05", seed=34)
+    for g in st["gpus"]:
+        g["mig_mode_current"] = g["mig_mode_pending"] = 1
+    sim_state.save_state(path, st)
+    return path
+
+
+def _instances(path):
+    """``{gpu: {(GI profile id, start slice): GI id}}`` as the NVML layer reads the simulator."""
+    with nvml_api.open_nvml(simulator=path) as nvml:
+        return dict((g["index"], dict(((i["gpu_instance_profile_id"], i["placement"]["start"]), i["gpu_instance_id"])
+                                      for i in g["instances"])) for g in gpu_state.read_host(nvml)["gpus"])
+
+
+BY_HAND = ("4g.40gb", "2g.20gb", "1g.10gb")
+
+
+def test_sim_kubelet_plugin_makes_the_allocated_instances_and_frees_them(dyn_node, tmp_path):
+    """4g.40gb, then 2g.20gb, then 1g.10gb: first fit gives 4g@0 (slices 0-3), 2g@4 (0-1 and 2-3 taken) and 1g@6
+    (0-5 taken) on GPU 0. GI profile ids from the catalog's H100 rows: 4g 5, 2g 14, 1g.10gb 19; GI ids from the
+    driver's layout over 8 memory slices: the first half 1, the third quarter 5, the seventh eighth 13."""
+    env = dyn_node
+    path = _simulated_host(tmp_path)
+    plugin = SimKubeletPlugin(env["api_client"], {NODE: path})
+    placed = _place_one_after_another(env, "kp", BY_HAND)
+    assert placed == {"4g.40gb": "gpu-0-mig-4g40gb-5-0", "2g.20gb": "gpu-0-mig-2g20gb-14-4",
+                      "1g.10gb": "gpu-0-mig-1g10gb-19-6"}
+    done = plugin.sync()
+    assert len(done["prepared"]) == 3 and not done["failed"] and not plugin.failures, plugin.failures
+    assert _instances(path) == {0: {(5, 0): 1, (14, 4): 5, (19, 6): 13}, 1: {}}
+    before = open(path).read()
+    assert plugin.sync() == {"prepared": [], "unprepared": [], "failed": []}
+    assert open(path).read() == before
+    # the 2g.20gb's pod and claim go: only its instance goes
+    claim_2g = _res(env["dyn"], "ResourceClaim").get(name="kp-2g-20gb", namespace=env["ns"]).metadata.uid
+    _release(env, "kp", ("2g.20gb",))
+    assert plugin.sync() == {"prepared": [], "unprepared": [claim_2g], "failed": []}
+    assert _instances(path) == {0: {(5, 0): 1, (19, 6): 13}, 1: {}}
+    _release(env, "kp", ("4g.40gb", "1g.10gb"))
+    assert len(plugin.sync()["unprepared"]) == 2
+    assert _instances(path) == {0: {}, 1: {}} and not plugin.prepared
+
+
+def test_sim_kubelet_plugin_reports_a_placement_the_simulator_refuses(dyn_node, tmp_path):
+    """An instance the slices do not know about (1g.10gb at slice 2 of GPU 0, made behind the driver's back) sits
+    inside the placement first fit picks for a 4g.40gb (gpu-0-mig-4g40gb-5-0, slices 0-3): the simulator refuses
+    it (INSUFFICIENT_RESOURCES), the plugin - running as a thread here - posts PrepareFailed on the claim and makes
+    nothing."""
+    env = dyn_node
+    path = _simulated_host(tmp_path)
+    with nvml_api.open_nvml(simulator=path) as nvml:
+        alien = mig_changes.create_instance(nvml, 0, "1g.10gb", 2)[0]["gpu_instance_id"]
+    plugin = SimKubeletPlugin(env["api_client"], {NODE: path}, interval=0.2)
+    plugin.start()
+    try:
+        placed = _place_one_after_another(env, "kr", ("4g.40gb",))
+        assert placed == {"4g.40gb": "gpu-0-mig-4g40gb-5-0"}
+        events = wait_for(lambda: env["core"].list_namespaced_event(
+            env["ns"], field_selector="involvedObject.name=kr-4g-40gb,involvedObject.kind=ResourceClaim").items, 30,
+            what="an Event on the claim")
+        assert [e.reason for e in events] == ["PrepareFailed"] and events[0].type == "Warning"
+        assert "gpu-0-mig-4g40gb-5-0" in events[0].message and "INSUFFICIENT_RESOURCES" in events[0].message
+        assert [f["device"] for f in plugin.failures] == ["gpu-0-mig-4g40gb-5-0"] and not plugin.prepared
+        assert _instances(path) == {0: {(19, 2): alien}, 1: {}}
+        _release(env, "kr", ("4g.40gb",))
+    finally:
+        plugin.stop.set()
+        plugin.join(5)
+    assert _instances(path) == {0: {(19, 2): alien}, 1: {}}  # released: still nothing of it, the alien untouched
 
 
 ROLE_PLAY = playbook.localhost_yaml("dra-dynamic through the device_plugin role", """\

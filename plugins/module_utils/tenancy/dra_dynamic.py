@@ -70,6 +70,65 @@ def mig_device_name(minor: int, profile: gpu_catalog.GiProfile, start: int) -> s
     return "gpu-%d-mig-%s-%d-%d" % (int(minor), profile_name_part(profile.name), profile.profile_id, int(start))
 
 
+MIG_DEVICE_NAME_RE = re.compile(r"^gpu-(\d+)-mig-([a-z0-9]+(?:-[a-z0-9]+)*)-(\d+)-(\d+)$")
+WHOLE_GPU_NAME_RE = re.compile(r"^gpu-(\d+)$")
+
+
+def _model_of(model):
+    if isinstance(model, gpu_catalog.GpuModel):
+        return model
+    found = gpu_catalog.lookup_model(model) if model is not None else None
+    if found is None:
+        raise GpuOpsError("GPU model %r is not in the catalog; known models: %s"
+                          % (model, ", ".join(gpu_catalog.model_keys())), valid_models=gpu_catalog.model_keys())
+    return found
+
+
+def device_gpu_minor(name: Any) -> int:
+    """The GPU minor of a device name of the driver (``gpu-<minor>`` or ``gpu-<minor>-mig-...``)."""
+    text = str(name or "")
+    m = WHOLE_GPU_NAME_RE.match(text) or MIG_DEVICE_NAME_RE.match(text)
+    if m is None:
+        raise GpuOpsError("device %r is not a device of the DynamicMIG driver: expected gpu-<minor> or "
+                          "gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart> (e.g. gpu-0-mig-3g40gb-9-4)"
+                          % (text,))
+    return int(m.group(1))
+
+
+def parse_device_name(name: Any, model: Any) -> Dict[str, Any]:
+    """The placement a device name of the driver stands for, on a GPU of ``model`` (GpuModel or catalog key).
+
+    ``gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart>`` -> ``{"minor", "profile" (canonical name),
+    "profile_id", "start", "size"}`` (memory slices); the whole GPU ``gpu-<minor>`` -> ``profile`` None,
+    ``start`` 0 and ``size`` all memory slices. The reverse of ``mig_device_name``; a name that is no device the
+    driver publishes for ``model`` is refused naming the valid forms.
+    """
+    text = str(name or "")
+    minor = device_gpu_minor(text)
+    m_obj = _model_of(model)
+    whole = WHOLE_GPU_NAME_RE.match(text)
+    if whole:
+        return {"minor": minor, "profile": None, "profile_id": None, "start": 0, "size": int(m_obj.memory_slices)}
+    m = MIG_DEVICE_NAME_RE.match(text)
+    if m is None:  # device_gpu_minor matched one of the two forms
+        raise GpuOpsError("device %r: unparsable" % (text,))
+    minor, part, profile_id, start = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+    known = ["%s-%d (%s)" % (profile_name_part(p.name), p.profile_id, p.name) for p in m_obj.profiles]
+    for p in m_obj.profiles:
+        if profile_name_part(p.name) != part or int(p.profile_id) != profile_id:
+            continue
+        if start not in p.placements:
+            raise GpuOpsError("device %r: %s (GI profile %d) on %s has no placement starting at memory slice %d; "
+                              "valid starts: %s" % (text, p.name, p.profile_id, m_obj.marketing_name, start,
+                                                    ", ".join(str(s) for s in p.placements)),
+                              valid_placements=list(p.placements))
+        return {"minor": minor, "profile": p.name, "profile_id": int(p.profile_id), "start": start,
+                "size": int(p.memory_slices)}
+    raise GpuOpsError("device %r: %s has no MIG profile %s with GI profile id %d; its profiles: %s"
+                      % (text, m_obj.marketing_name, part, profile_id, ", ".join(known) or "none (no MIG)"),
+                      valid_profiles=[p.name for p in m_obj.profiles])
+
+
 def profile_capacities(model: gpu_catalog.GpuModel, profile: gpu_catalog.GiProfile) -> Dict[str, int]:
     """``{capacity: int}`` of one GPU instance of ``profile``: SMs, engines (``catalog.profile_engines``), bytes."""
     if profile.sm is None:

@@ -275,3 +275,55 @@ def test_steering_rules_bad_input():
         dyn.steering_rules(slices, {}, effect="PreferNoSchedule")
     with pytest.raises(GpuOpsError, match="no devices in the slices"):
         dyn.steering_rules([], {})
+
+
+# -- device names back to placements (the simulated kubelet plugin's parsing) ----------------------------------
+
+@pytest.mark.parametrize("model_key", MIG_MODELS)
+def test_every_published_device_name_parses_back_to_its_placement(model_key):
+    model = gpu_catalog.CATALOG[model_key]
+    slices = dyn.resource_slices("n1", host(gpu(0, model_key), gpu(3, model_key)))
+    seen = 0
+    for d in devices_of(slices):
+        got = dyn.parse_device_name(d["name"], model_key)
+        attrs = d["attributes"]
+        if "profile" in attrs:
+            assert got["minor"] == attrs["parentIndex"]["int"]
+            assert (got["profile"], got["start"]) == placement(d)
+            (p,) = [x for x in model.profiles if x.name == got["profile"]]
+            assert (got["profile_id"], got["size"]) == (p.profile_id, p.memory_slices)
+            # the slices the device's counters take are the ones of the placement parsed
+            taken = sorted(int(k.rsplit("-", 1)[1]) for k in d["consumesCounters"][0]["counters"]
+                           if k.startswith("memory-slice-"))
+            assert taken == list(range(got["start"], got["start"] + got["size"]))
+            seen += 1
+        else:
+            assert got == {"minor": attrs["index"]["int"], "profile": None, "profile_id": None, "start": 0,
+                           "size": model.memory_slices}
+    assert seen == 2 * sum(len(p.placements) for p in model.profiles)
+
+
+def test_device_names_parse_by_hand():
+    assert dyn.parse_device_name("gpu-1-mig-1g10gb-me-20-3", "h100_80gb") == {
+        "minor": 1, "profile": "1g.10gb+me", "profile_id": 20, "start": 3, "size": 1}
+    assert dyn.parse_device_name("gpu-0-mig-3g40gb-9-4", "h100_80gb") == {
+        "minor": 0, "profile": "3g.40gb", "profile_id": 9, "start": 4, "size": 4}
+    assert dyn.parse_device_name("gpu-12-mig-1g20gb-15-6", "h100_80gb") == {
+        "minor": 12, "profile": "1g.20gb", "profile_id": 15, "start": 6, "size": 2}
+    assert dyn.parse_device_name("gpu-2-mig-2g12gb-me-6-2", "a30_24gb")["profile"] == "2g.12gb+me"
+
+
+@pytest.mark.parametrize("name,model,words", [
+    ("nvidia-0", "h100_80gb", ["not a device of the DynamicMIG driver", "gpu-<minor>-mig-<profile>"]),
+    ("gpu-0-mig-4g40gb-5", "h100_80gb", ["not a device of the DynamicMIG driver"]),
+    ("gpu-0-mig-5g50gb-3-0", "h100_80gb", ["no MIG profile 5g50gb with GI profile id 3", "4g40gb-5 (4g.40gb)"]),
+    ("gpu-0-mig-4g40gb-9-0", "h100_80gb", ["no MIG profile 4g40gb with GI profile id 9"]),
+    ("gpu-0-mig-4g40gb-5-4", "h100_80gb", ["no placement starting at memory slice 4", "valid starts: 0"]),
+    ("gpu-0-mig-1g10gb-19-0", "l40s_48gb", ["no MIG profile", "none (no MIG)"]),
+    ("gpu-0-mig-1g10gb-19-0", "h900", ["not in the catalog", "h100_80gb"]),
+])
+def test_unknown_device_names_are_refused_clearly(name, model, words):
+    with pytest.raises(GpuOpsError) as err:
+        dyn.parse_device_name(name, model)
+    for w in words:
+        assert w in str(err.value)
