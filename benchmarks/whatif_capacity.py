@@ -5,7 +5,7 @@
 per strategy on loaded workloads of the Alibaba 2023 trace, and the seed's claims confirmed or refuted.
 
     python benchmarks/whatif_capacity.py [--trace DIR] [--seeds 10] [--workloads default:4,gpushare40:4,gpuspec20:4]
-        [--strategies exclusive,fractional,mig,planned,replanned,...] [--other-strategies exclusive,fractional,elastic]
+        [--strategies exclusive,fractional,mig,planned,replanned,dra-first-fit,dra-steered,...] [--other-strategies exclusive,fractional,elastic]
         [--sizes 1,16] [--served 99] [--cache DIR [--cached-only]]
         [--scoring kube-default] [--out DIR] [--img DIR]
 
@@ -18,7 +18,9 @@ differences against ``exclusive`` (today's default: whole GPUs, kube-default) wi
 ``--sizes``: more load factors of the default workload (``exclusive`` and ``fractional`` only) for the seed's
 size-bucket table. Strategies: ``exclusive``, ``fractional``, static ``mig`` (half the GPUs of each node
 all-balanced), static ``planned`` (gpu_plan for the workload's pod counts, as benchmarks/whatif_replanned.py),
-``replanned`` (from whole GPUs); the options of branch capstrat (``priorities``, ``autoscaler``, sharing
+``replanned`` (from whole GPUs), dynamic MIG through DRA ``dra-first-fit`` and ``dra-steered`` (whatif/dra.py); the
+ideal per seed (the same pods perfectly divisible into one pool: capacity.ideal_gpus) and dra-steered paired against
+dra-first-fit (what steering buys); the options of branch capstrat (``priorities``, ``autoscaler``, sharing
 ``hindsight``, ``replan_scope``) are added when runner.DEFAULTS has them (EXTRA below).
 
 Writes whatif-capacity.md and whatif-capacity-<workload>.svg into --out (and the SVGs into --img).
@@ -35,6 +37,8 @@ import whatif_replanned  # noqa: E402  (HALF_MIG, static_plan)
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.report import svg, writer  # noqa: E402
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import runner, stats  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity, load, prepare  # noqa: E402
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine  # noqa: E402
 
 FLAT_PRICE = 1.0
 CACHED_ONLY = False
@@ -46,6 +50,8 @@ BASE_STRATEGIES = {
     "mig": ("mig (static, half all-balanced)", {"sharing": ["mig"], "mig_config": {"*": whatif_replanned.HALF_MIG}}),
     "planned": ("planned (static gpu_plan, pod counts)", {"sharing": ["planned"]}),
     "replanned": ("replanned (from whole GPUs)", {"sharing": ["replanned"]}),
+    "dra-first-fit": ("dra-first-fit (dynamic MIG, scheduler's first fit)", {"sharing": ["dra-first-fit"]}),
+    "dra-steered": ("dra-steered (dynamic MIG, steered placements)", {"sharing": ["dra-steered"]}),
 }
 # the strategies of branch capstrat (issue 33, section 3), run when the collection has their options: name ->
 # (label, params, the runner.DEFAULTS key or runner.SHARINGS value they need). Extend here.
@@ -88,7 +94,8 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
             "pods_csv": os.path.join(csv_dir, "openb_pod_list_%s.csv" % workload), "departures": True,
             "inflation": 0.0, "window": "active", "load_factor": factor, "scoring": [scoring], "seeds": seeds,
             "capacity_search": {"served_pct": served}, "mig_shape": "a100_80gb"}
-    nodes_all, pods = runner.load_inputs(runner.normalise(dict(base)))
+    norm = runner.normalise(dict(base))
+    nodes_all, pods = runner.load_inputs(norm)
     models = sorted(set(n.model for n in nodes_all if n.model))
     base["prices"] = dict((m, FLAT_PRICE) for m in models)
     out = {}
@@ -121,7 +128,28 @@ def one_workload(csv_dir, workload, factor, seeds, strats, served, scoring):
             cap["served_pct"], cap.get("met_seeds", int(cap["met"])), len(seeds), out[name]["seconds"],
             out[name]["cpu_seconds"], cap["replays"]))
         sys.stdout.flush()
-    return out, {"gpus": sum(n.gpus for n in nodes_all), "pods": len(pods)}
+    return out, {"gpus": sum(n.gpus for n in nodes_all), "pods": len(pods), "ideal": ideal(norm, nodes_all, pods)}
+
+
+def ideal(p, nodes_all, pods):
+    """Per seed, the fewest GPUs at which the same pods (the search's arrival sequence), perfectly divisible into
+    one pool, meet the target (capacity.ideal_gpus), and the peak concurrent request."""
+    total = whatif_engine.Cluster(nodes_all).total_milli
+    got, peaks = [], []
+    for seed in p["seeds"]:
+        seq, dummy_rng, dummy_a, dummy_r = prepare.arrivals_for(pods, total, p, seed)
+        seq, end = load.retime(seq, p["window"], p["load_factor"])
+        got.append(capacity.ideal_gpus(seq, end, p["capacity_search"]))
+        peaks.append(capacity.peak_request(seq))
+    return {"gpus": stats.mean_ci(got), "peak": stats.mean_ci(peaks), "per_seed": got}
+
+
+def steering(out):
+    """dra-steered against dra-first-fit, paired over the seeds (what steering buys)."""
+    if "dra-steered" not in out or "dra-first-fit" not in out:
+        return None
+    per_run = dict((k, per_seed(out[k]["capacity"])) for k in ("dra-first-fit", "dra-steered"))
+    return stats.paired(per_run, "dra-first-fit", FIELDS, relative=("gpus", "utilisation_pct"))["dra-steered"]
 
 
 def per_seed(cap):
@@ -243,7 +271,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--workloads", default="default:4,gpushare40:4,gpuspec20:4")
     ap.add_argument("--strategies", default="exclusive,fractional,mig,replanned,planned-p95,hindsight,"
-                                            "replanned-node,priority,elastic,combined",
+                                            "replanned-node,dra-first-fit,dra-steered,priority,elastic,combined",
                     help="those of EXTRA run only where the collection has their option; planned (the static plan "
                          "for the pod counts) names nodes of the whole cluster, so it cannot run on the search's "
                          "node samples: planned-p95 plans each sample")
@@ -281,7 +309,20 @@ def main(argv=None):
             wl, factor, meta["pods"], meta["gpus"], time.time() - t0)
         print(head)
         print(table(out, diffs))
-        md += [head, "", table(out, diffs).rstrip("\n"), ""]
+        ide = meta["ideal"]
+        notes = ["Ideal (the same pods, perfectly divisible into one pool, meet the target): %.1f GPUs (95 %% CI %s; "
+                 "per seed %s); peak concurrent request %.1f GPUs." % (
+                     ide["gpus"]["mean"], ide["gpus"]["ci95"], ", ".join(str(g) for g in ide["per_seed"]),
+                     ide["peak"]["mean"])]
+        st = steering(out)
+        if st:
+            notes.append("dra-steered vs dra-first-fit, paired: GPUs %s (%s), %s %% relative; utilisation %s %% "
+                         "relative (%s)." % (stats.fmt(st["gpus"], "%+.1f"), st["gpus"]["verdict"],
+                                             stats.fmt(st["gpus_rel_pct"], "%+.1f"),
+                                             stats.fmt(st["utilisation_pct_rel_pct"], "%+.1f"),
+                                             st["utilisation_pct_rel_pct"]["verdict"]))
+        print("\n".join(notes))
+        md += [head, "", table(out, diffs).rstrip("\n"), ""] + notes + [""]
         name = "whatif-capacity-%s.svg" % wl
         pics[name] = svg.bar_chart([v["label"].split(" (")[0] for v in out.values()],
                                    [{"name": "GPUs needed (mean of %d seeds)" % len(seeds),

@@ -35,7 +35,7 @@ bench-whatif-replanned: venv
 	  $(if $(WHATIF_TRACE),--trace $(WHATIF_TRACE))
 
 # GPUs needed per strategy at a service target (capacity_search) on loaded workloads, and the seed's claims
-# (docs/whatif.md "How many GPUs does each strategy need?"); an estimated 15-20 min of CPU (43-47 s per strategy
+# (docs/whatif.md "How many GPUs does each strategy need?"; dra-first-fit and dra-steered add about 2 x 130 s of CPU for 10 seeds); an estimated 15-20 min of CPU (43-47 s per strategy
 # and 10 seeds measured for exclusive and fractional); not yet run whole on an idle machine.
 bench-capacity: venv
 	python benchmarks/whatif_capacity.py --seeds $(WHATIF_SEEDS) --out $(WHATIF_OUT)/capacity --img docs/img \

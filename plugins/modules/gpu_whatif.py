@@ -77,9 +77,17 @@ options:
         O(departures=true)) - every O(replan_every_h) hours and when pods pend, on empty GPUs only, at most
         O(replan_budget) GPUs per re-plan, each unavailable for O(reconfigure_s). Starts from O(plan), else
         O(mig_config), else whole GPUs. O(replan_scope) and O(replan_drain) choose per-GPU or per-node changes.
+      - V(dra-first-fit) - dynamic MIG through DRA (needs O(departures=true)) - no fixed layout; a sharing pod gets
+        the smallest MIG profile covering gpu_milli (as V(mig) maps it; O(mig_shape) for models without MIG),
+        an instance made when its claim is allocated and destroyed when it leaves, at the scheduler's first fit -
+        the first device, in the order NVIDIA's DRA driver publishes the node's slices (GPUs by minor, devices by
+        name), whose counters still fit. Scorings V(packing) and V(fgd) do not go with it.
+      - V(dra-steered) - the same, placed fragmentation-aware as the collection's steering taints make first fit
+        do - the most used GPU that fits, and on it the placement after which the largest profiles stay
+        placeable (docs/whatif.md).
     type: list
     elements: str
-    choices: [exclusive, fractional, mig, planned, replanned, hindsight]
+    choices: [exclusive, fractional, mig, planned, replanned, hindsight, dra-first-fit, dra-steered]
     default: [exclusive]
   inflation:
     description:
@@ -297,7 +305,7 @@ EXAMPLES = r"""
     departures: true
     inflation: 0
     load_factor: 4
-    sharing: [exclusive, fractional]
+    sharing: [exclusive, fractional, dra-first-fit, dra-steered]
     seeds: [42, 43, 44, 45, 46, 47, 48, 49, 50, 51]
     capacity_search: {served_pct: 99}
     baseline: exclusive

@@ -330,3 +330,58 @@ def search(p: Mapping[str, Any], nodes_all: Sequence[Any], pods: Sequence[Any], 
             if progress is not None:
                 progress(seed, sharing, scoring, cap)
     return combos, found
+
+
+class _Fluid(object):
+    """The engine interface of departures.DepartureReplay over one pool of ``gpus`` perfectly divisible GPUs: a pod
+    fits when its GPU request (``num_gpu`` x ``gpu_milli``, the trace's own) fits what the pool has left; CPU,
+    memory, nodes and GPU models do not count."""
+
+    def __init__(self, arrivals: Sequence[Any], gpus: int) -> None:
+        from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import engine as whatif_engine
+
+        np = whatif_engine.np
+        self.arrivals = arrivals
+        self.left = gpus * 1000.0
+        self.size = gpus * 1000.0
+        self.failed: List[int] = []
+        self.pods_left = np.zeros(1, dtype=np.int64)
+        self.c = type("FluidPool", (), {"total_gpus": gpus, "pods": np.ones(1, dtype=np.int64)})()
+        self.last_gpus = None
+
+    def choose(self, cpu: int, mem: int, num: int, milli: int, spec: Any) -> Tuple[int, Any]:
+        return (0, None) if num * milli <= self.left + 1e-9 else (-1, None)
+
+    def place(self, node: int, cpu: int, mem: int, num: int, milli: int, hint: Any) -> float:
+        self.left -= num * milli
+        return float(num * milli)
+
+    def unplace(self, node: int, cpu: int, mem: int, num: int, milli: int, gpus: Any) -> float:
+        self.left += num * milli
+        return float(num * milli)
+
+    def held_gpus(self) -> int:
+        return int(math.ceil((self.size - self.left) / 1000.0 - 1e-9))
+
+
+def ideal_gpus(seq: Sequence[Any], end: float, target: Mapping[str, float]) -> int:
+    """The fewest GPUs at which the pods of ``seq`` (times retimed as the search replays them), perfectly divisible
+    into one pool, meet ``target`` (FIFO pending queue as departures.py): the ideal every strategy is set against.
+    At most the peak concurrent request rounded up (nothing waits there)."""
+    arr = prepare.engine_arrivals(seq, "fractional")
+    hi = max(int(math.ceil(peak_request(seq) - 1e-9)), 1)
+    lo = 0  # fails (or nothing to serve)
+
+    def met(g):
+        try:
+            dr = BoundedReplay(_Fluid(arr, g), seq, end, target).run()
+        except Hopeless:
+            return False
+        return meets(departures.summarise(dr), target, len(seq))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if met(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

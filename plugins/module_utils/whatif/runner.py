@@ -48,8 +48,8 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.engine import SC
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif.prepare import (  # noqa: F401 pylint: disable=unused-import
     _r, arrivals_for, engine_arrivals, layouts_for, sample, typical_for)
 
-SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned", "hindsight")
-TIMED_ONLY = ("replanned", "hindsight")  # sharings that need departures: true
+SHARINGS = ("exclusive", "fractional", "mig", "planned", "replanned", "hindsight", "dra-first-fit", "dra-steered")
+TIMED_ONLY = ("replanned", "hindsight", "dra-first-fit", "dra-steered")  # sharings that need departures: true
 MILLI = 1000
 SUMMARY_FIELDS = ("allocated_pct_at_100", "served_pct_at_100", "frag_pct_at_100", "fragmented_gpu_milli",
                   "unscheduled_pods_at_100", "unscheduled_pods", "gpu_hours_saved", "cost_per_hour",
@@ -174,6 +174,9 @@ def _check_departures(p):
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import strategies
 
     strategies.check(p, SHARINGS)
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import dra as whatif_dra
+
+    whatif_dra.check(p["sharing"], p["scoring"], p["departures"])
     for timed_only in TIMED_ONLY:
         if timed_only in p["sharing"] and not p["departures"]:
             valid = [s for s in SHARINGS if s not in TIMED_ONLY]

@@ -23,6 +23,7 @@ from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import baselines
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import capacity
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import classes
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import departures
+from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import dra as whatif_dra
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import load
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
 from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import preemption
@@ -52,12 +53,14 @@ def build(cluster: Any, nodes: Sequence[Any], pods: Sequence[Any], seq: Sequence
     from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import frag as whatif_frag
 
     tie = None if p["tie_break"] == "auto" else p["tie_break"]
-    unit_sharing = "mig" if sharing in ("replanned", "hindsight") else sharing
+    unit_sharing = "mig" if sharing in ("replanned", "hindsight") + whatif_dra.SHARINGS else sharing
     typ = whatif_frag.Typical(prepare.typical_for(pods, unit_sharing, p["typical_threshold"]), cluster.models)
     arr = prepare.engine_arrivals(seq, unit_sharing)
     pct = p["percentage_of_nodes_to_score"]
     if sharing in ("exclusive", "fractional"):
         return whatif_engine.MilliReplay(cluster, arr, scoring, typ, rng, pct, tie), None
+    if sharing in whatif_dra.SHARINGS:
+        return whatif_dra.DraReplay(cluster, arr, scoring, rng, sharing == "dra-steered", p["mig_shape"], pct, tie), None
     if sharing == "hindsight" or (sharing == "planned" and not p["plan"]):
         if end is None:
             end = departures.check_times(seq)
