@@ -178,6 +178,7 @@ class MetricsLab(object):
         self.ip = None
         self._manifests = None
         self._rule_groups = None
+        self.render_dir = None  # the dcgm_exporter role's rendered manifests (start_exporter)
         self._build = None  # hack/k8s/build.sh while it builds the lab's Go components (stop() ends it)
         self._stopping = False
         self.build_log = None  # where a build of the metric path's Go components writes (default: this process's output)
@@ -264,6 +265,7 @@ class MetricsLab(object):
         from cluster import free_ports
         os.makedirs(self.dir, exist_ok=True)
         render_dir = render_dir or os.path.join(self.dir, "rendered")
+        self.render_dir = render_dir
         try:
             sm, rules = read_manifests(render_dir)
             self._rule_groups = read_rule_groups(render_dir)
