@@ -209,10 +209,10 @@ def start_metrics(cluster, render_dir, log):
     `make demo-clean` stops them too. Returns the MetricsLab and a list that holds the thread's error, if any."""
     metrics = metrics_lab.MetricsLab(cluster, scrape_interval="2s")
     metrics.build_log = os.path.join(os.path.dirname(render_dir), "logs", "metrics-build.log")
-    check = subprocess.run([lab_cluster.BUILD_SCRIPT, "--check", "prometheus", "metrics-standin"], stdout=subprocess.PIPE,
+    check = subprocess.run([lab_cluster.BUILD_SCRIPT, "--check"] + list(metrics_lab.COMPONENTS), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, check=False)
     if check.returncode != 0:
-        log("building Prometheus and the custom-metrics stand-in from Go modules while acts 1-4 run"
+        log("building Prometheus, kube-state-metrics and the custom-metrics stand-in from Go modules while acts 1-4 run"
             " (cold: about 2-3 minutes on an idle 2-core machine; cached after; log %s)" % metrics.build_log)
     try:
         metrics.start_exporter(render_dir=render_dir)

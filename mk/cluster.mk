@@ -6,7 +6,7 @@
 #                       inventories/sim; the LAST line printed is `export KUBECONFIG=<path>`
 #                       KUEUE=1: also build (hack/k8s/build.sh kueue, optional) and start the Kueue
 #                       controller-manager with its CRDs and webhooks (docs/tenancy.md)
-#                       METRICS=1: also build and start the GPU metric path (simulated DCGM exporter,
+#                       METRICS=1: also build and start the GPU metric path (simulated DCGM exporter, kube-state-metrics,
 #                       Prometheus, the custom-metrics stand-in; docs/autoscaling.md)
 #   make cluster-down   stop what cluster-up started (by PID); logs stay in .cache/cluster/logs
 #   make sim-lab        cluster-up, the simulated lab's hosts (playbooks/lab/sim_lab.yml), then
@@ -19,9 +19,9 @@
 
 TEST_TARGETS += e2e
 # make e2e needs every optional component too (Kueue, the metric path): none of their tests may skip
-E2E_COMPONENTS := kueue prometheus metrics-standin
-# the e2e tests that need them (Kueue; Prometheus and the stand-in: the metric path and act 5 of the demo)
-E2E_OPTIONAL_TESTS := tests/e2e/test_queueing_dra.py tests/e2e/test_autoscaling_metrics.py tests/e2e/test_demo.py tests/e2e/test_rightsize.py
+E2E_COMPONENTS := kueue prometheus kube-state-metrics metrics-standin
+# the e2e tests that need them (Kueue; Prometheus, kube-state-metrics and the stand-in: the metric path and act 5 of the demo)
+E2E_OPTIONAL_TESTS := tests/e2e/test_queueing_dra.py tests/e2e/test_autoscaling_metrics.py tests/e2e/test_demo.py tests/e2e/test_rightsize.py tests/e2e/test_usage_report.py
 # the demo starts its own control plane (hack/demo.py): it runs beside the other optional tests, which mostly wait
 # on controllers (Kueue, the HPA, Prometheus scrapes); its output is printed when both are done
 E2E_BESIDE := tests/e2e/test_demo.py
@@ -29,7 +29,7 @@ E2E_BESIDE_LOG := $(TOP)/.cache/e2e-beside.log
 CLUSTER_PY = $(VENV)/bin/python tests/e2e/lib/cluster.py
 
 k8s-build:
-	@hack/k8s/build.sh $(if $(filter 1,$(KUEUE)),kueue) $(if $(filter 1,$(METRICS)),prometheus metrics-standin)
+	@hack/k8s/build.sh $(if $(filter 1,$(KUEUE)),kueue) $(if $(filter 1,$(METRICS)),prometheus kube-state-metrics metrics-standin)
 
 cluster-up: venv k8s-build
 	@KUEUE=$(KUEUE) METRICS=$(METRICS) $(CLUSTER_PY) up

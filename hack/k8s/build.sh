@@ -4,10 +4,12 @@
 #     kube-apiserver kube-controller-manager kube-scheduler   (k8s.io/kubernetes, hack/k8s/kube)
 #     etcd                                                    (go.etcd.io/etcd/server/v3, hack/k8s/kube/etcd)
 #     kwok                                                    (sigs.k8s.io/kwok, in hack/k8s/kube: see below)
-#   optional, built only when named (hack/k8s/build.sh kueue prometheus metrics-standin):
+#   optional, built only when named (hack/k8s/build.sh kueue prometheus kube-state-metrics metrics-standin):
 #     kueue                   (sigs.k8s.io/kueue, hack/k8s/kueue)
 #     prometheus              (github.com/prometheus/prometheus/cmd/prometheus, hack/k8s/prometheus;
 #                              tags remove_all_sd, no builtinassets: static/file/http SD only, no web UI assets)
+#     kube-state-metrics      (k8s.io/kube-state-metrics/v2, hack/k8s/kube-state-metrics; the version is
+#                              the wrapper's pin there; its own client-go, not the control plane's)
 #     gpuops-metrics-standin  (hack/k8s/kube/gpuops-metrics-standin: the lab's external/custom metrics
 #                              server on sigs.k8s.io/custom-metrics-apiserver; lab code, never shipped;
 #                              a package of the kube wrapper module, so it reuses the control plane's
@@ -54,12 +56,16 @@ binaries_of() {
     kwok) echo "kwok" ;;
     kueue) echo "kueue" ;;
     prometheus) echo "prometheus" ;;
+    kube-state-metrics) echo "kube-state-metrics" ;;
     metrics-standin) echo "gpuops-metrics-standin" ;;
   esac
 }
 COMPONENTS="kube etcd kwok"  # etcd and kwok after kube: they compile against the control plane's packages
 kueue_version() { awk '$1 == "sigs.k8s.io/kueue" { print $2 }' "$here/kueue/go.mod"; }
-OPTIONAL_COMPONENTS="kueue prometheus metrics-standin"
+gomod_version() { # gomod_version WRAPPER MODULE: the version the wrapper's go.mod pins
+  awk -v m="$2" '$1 == m { print $2 }' "$here/$1/go.mod"
+}
+OPTIONAL_COMPONENTS="kueue prometheus kube-state-metrics metrics-standin"
 
 is_built() {
   local c="$1" b
@@ -152,9 +158,16 @@ build_component() {
     prometheus)
       tags="remove_all_sd"
       pkgs=(github.com/prometheus/prometheus/cmd/prometheus) ;;
+    kube-state-metrics)
+      # what its Makefile stamps (--version, the build_info metric), from the wrapper's pins
+      local v
+      v="$(gomod_version kube-state-metrics k8s.io/kube-state-metrics/v2)"
+      ldflags="$ldflags -X github.com/prometheus/common/version.Version=$v"
+      ldflags="$ldflags -X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion=$(gomod_version kube-state-metrics k8s.io/client-go)"
+      pkgs=(k8s.io/kube-state-metrics/v2) ;;
     metrics-standin) pkgs=(./gpuops-metrics-standin) ;;
   esac
-  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold on an idle 2-core machine: kube about 5.5 min, then etcd, kwok and the stand-in seconds each, Prometheus 2, Kueue 6; far longer under load)"
+  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold on an idle 2-core machine: kube about 5.5 min, then etcd, kwok and the stand-in seconds each, Prometheus 2, kube-state-metrics KSMTIME, Kueue 6; far longer under load)"
   local rc=0
   (
     cd "$here/$(module_of "$c")"

@@ -43,6 +43,18 @@ CATEGORY_TEXT = {
     "request_mismatch": "requests that do not match use",
 }
 _RS_HASH_RE = re.compile(r"^(.+)-[0-9a-z]{5,10}$")
+_LABEL_INVALID_RE = re.compile(r"[^a-zA-Z0-9_]")
+_LABEL_CAMEL_RE = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def ksm_label_name(label: str) -> str:
+    """The Prometheus label kube-state-metrics gives a Kubernetes label key in its ``kube_<kind>_labels`` series
+    (v2.20 internal/store/utils.go labelName): ``label_`` + the key with every character outside ``[a-zA-Z0-9_]``
+    made ``_``, then snake case (an upper-case letter after a lower-case letter or digit gets ``_`` before it) and
+    lower case: ``team`` -> ``label_team``, ``gpuops.io/costCenter`` -> ``label_gpuops_io_cost_center``,
+    ``Team`` -> ``label_team``."""
+    name = _LABEL_INVALID_RE.sub("_", label)
+    return "label_" + _LABEL_CAMEL_RE.sub(r"\1_\2", name).lower()
 
 
 def resource_text(res: str) -> str:
@@ -324,7 +336,7 @@ def _namespace_tenants(series, grid, o):
     out = {}
     label = o.get("tenant_label")
     if label:
-        key = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", str(label))
+        key = ksm_label_name(str(label))
         for lab, dummy_t, dummy_v in _samples(grid, series.get("namespaces") or []):
             if lab.get(key):
                 out[str(lab.get("namespace", ""))] = str(lab[key])

@@ -6,7 +6,6 @@ metrics/usage.py's figures, and the Markdown report with its pictures (report/ h
 from __future__ import annotations
 
 import math
-import re
 import time
 from typing import Any, Dict, Mapping, Optional
 
@@ -44,7 +43,7 @@ def queries(compute_metric: str, tenant_label: Optional[str] = None) -> Dict[str
 
 
 def _label_key(label):
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", str(label))
+    return usage.ksm_label_name(str(label))
 
 
 METRIC_OF = {"memory": dcgm.FB_USED, "requests": REQUESTS, "phase": PHASE, "info": INFO,

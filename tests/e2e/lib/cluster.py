@@ -591,8 +591,8 @@ def main(argv=None):
                     help="the fleet's NVML simulator states (<host>.json) that the simulated device plugin "
                          "publishes on the nodes ('' for no plugin)")
     ap.add_argument("--metrics", action="store_true", default=os.environ.get("METRICS") == "1",
-                    help="also start the GPU metric path: simulated DCGM exporter, Prometheus and the "
-                         "custom-metrics stand-in (METRICS=1; docs/autoscaling.md)")
+                    help="also start the GPU metric path: simulated DCGM exporter, kube-state-metrics, Prometheus "
+                         "and the custom-metrics stand-in (METRICS=1; docs/autoscaling.md)")
     args = ap.parse_args(argv)
 
     def log(msg):
@@ -618,8 +618,9 @@ def main(argv=None):
                 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
                 import metrics_lab
                 lab = metrics_lab.MetricsLab(cluster, scrape_interval="5s").start()
-                log("metrics: simulated DCGM exporter %s (PUT /load), Prometheus %s, custom.metrics.k8s.io "
-                    "served by the lab's stand-in (logs in %s)" % (lab.exporter_url, lab.prometheus_url, cluster.log_dir))
+                log("metrics: simulated DCGM exporter %s (PUT /load), kube-state-metrics %s, Prometheus %s, "
+                    "custom.metrics.k8s.io served by the lab's stand-in (logs in %s)"
+                    % (lab.exporter_url, lab.ksm_url, lab.prometheus_url, cluster.log_dir))
             print("export KUBECONFIG=%s" % cluster.kubeconfig, flush=True)
         elif args.action == "down":
             stopped = cluster.stop(keep_logs=True)

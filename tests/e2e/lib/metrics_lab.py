@@ -9,8 +9,10 @@
    ``render_dir`` unless the files are there (``render_manifests``);
 2. starts tests/e2e/lib/sim_dcgm_exporter.py, which keeps a file_sd file with one target per kwok GPU node,
    labelled as the ServiceMonitor's job would label them (sim_metrics.py);
-3. starts Prometheus (hack/k8s/build.sh prometheus) on 127.0.0.1 with that job and the workloads' own
-   latency job;
+3. starts kube-state-metrics (hack/k8s/build.sh kube-state-metrics) on 127.0.0.1 against the local
+   apiserver (--kubeconfig), then Prometheus (hack/k8s/build.sh prometheus) on 127.0.0.1 with that job, the
+   workloads' own latency job and a kube-state-metrics job, and the role's PrometheusRules (GPU health alerts,
+   the dashboard's recording rules) as rule files, their groups evaluated every scrape interval;
 4. starts gpuops-metrics-standin (hack/k8s/build.sh metrics-standin) with the role's adapter rules and
    a serving certificate for ``gpuops-metrics-standin.gpuops-lab-metrics.svc`` signed by the cluster CA;
 5. registers it: a Service with an EndpointSlice that points at this machine's first non-loopback IPv4
@@ -44,6 +46,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 NAMESPACE = "gpuops-lab-metrics"
 SERVICE = "gpuops-metrics-standin"
 GROUP = "custom.metrics.k8s.io"
+# hack/k8s/build.sh's optional components the metric path runs
+COMPONENTS = ("prometheus", "kube-state-metrics", "metrics-standin")
+# namespace labels kube-state-metrics exports as kube_namespace_labels{label_<key>} (gpu_usage_report's tenant_label)
+KSM_NAMESPACE_LABELS = ("team",)
 
 RENDER_PLAYBOOK = playbook.localhost_yaml("Render the metric path's manifests (dcgm_exporter, render mode)", """\
   roles:
@@ -52,6 +58,7 @@ RENDER_PLAYBOOK = playbook.localhost_yaml("Render the metric path's manifests (d
         dcgm_exporter_mode: render
         dcgm_exporter_render_dir: "{{ render_dir }}"
         dcgm_exporter_service_monitor: true
+        dcgm_exporter_prometheus_rule: true
 """)
 
 
@@ -86,9 +93,31 @@ def read_manifests(render_dir):
     return sm, rules
 
 
-def prometheus_config(service_monitor, targets_file, exporter_port, scrape_interval=None):
-    """prometheus.yml: the ServiceMonitor's job (targets from the exporter's file_sd file) and the
-    workloads' own latency job (honor_labels: their namespace/pod labels stay)."""
+def read_rule_groups(render_dir):
+    """The rule groups of the rendered PrometheusRules (GPU health alerts, the dashboard's recording rules)."""
+    groups = []
+    for name in sorted(os.listdir(render_dir)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(render_dir, name)) as f:
+                groups += [g for doc in yaml.safe_load_all(f) if doc and doc.get("kind") == "PrometheusRule"
+                           for g in (doc.get("spec") or {}).get("groups") or []]
+    if not groups:
+        raise RuntimeError("%s holds no PrometheusRule (render with dcgm_exporter_prometheus_rule: true)" % render_dir)
+    return groups
+
+
+def lab_rule_groups(groups, interval):
+    """The PrometheusRules' groups for the lab's Prometheus: each evaluated every ``interval`` (the lab's scrape
+    interval) instead of the shipped one, so that recorded series exist seconds after the scrapes."""
+    return {"groups": [dict(g, interval=interval) for g in groups]}
+
+
+def prometheus_config(service_monitor, targets_file, exporter_port, scrape_interval=None, ksm_port=None,
+                      rule_files=None):
+    """prometheus.yml: the ServiceMonitor's job (targets from the exporter's file_sd file), the
+    workloads' own latency job (honor_labels: their namespace/pod labels stay) and, with ``ksm_port``,
+    kube-state-metrics' job (honor_labels, as kube-prometheus-stack's ServiceMonitor for it: the pods'
+    namespace/pod labels stay)."""
     sys.path.insert(0, HERE)
     import sim_metrics  # noqa  (tests/e2e/lib on sys.path)
     job = sim_metrics.scrape_config(service_monitor, [])
@@ -98,11 +127,18 @@ def prometheus_config(service_monitor, targets_file, exporter_port, scrape_inter
         job["scrape_interval"] = scrape_interval
         job["scrape_timeout"] = scrape_interval
     interval = job["scrape_interval"]
-    return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "scrape_configs": [job, {"job_name": "gpuops-lab-workloads", "honor_labels": True,
-                                     "scrape_interval": interval, "scrape_timeout": job["scrape_timeout"],
-                                     "metrics_path": "/workload/metrics",
-                                     "static_configs": [{"targets": ["127.0.0.1:%d" % exporter_port]}]}]}
+    cfg = {"global": {"scrape_interval": interval, "evaluation_interval": interval},
+           "scrape_configs": [job, {"job_name": "gpuops-lab-workloads", "honor_labels": True,
+                                    "scrape_interval": interval, "scrape_timeout": job["scrape_timeout"],
+                                    "metrics_path": "/workload/metrics",
+                                    "static_configs": [{"targets": ["127.0.0.1:%d" % exporter_port]}]}]}
+    if ksm_port:
+        cfg["scrape_configs"].append({"job_name": "kube-state-metrics", "honor_labels": True,
+                                      "scrape_interval": interval, "scrape_timeout": job["scrape_timeout"],
+                                      "static_configs": [{"targets": ["127.0.0.1:%d" % ksm_port]}]})
+    if rule_files:
+        cfg["rule_files"] = list(rule_files)
+    return cfg
 
 
 @contextlib.contextmanager
@@ -141,14 +177,20 @@ class MetricsLab(object):
         self.ports = {}
         self.ip = None
         self._manifests = None
-        self._build = None  # hack/k8s/build.sh while it builds Prometheus and the stand-in (stop() ends it)
+        self._rule_groups = None
+        self.render_dir = None  # the dcgm_exporter role's rendered manifests (start_exporter)
+        self._build = None  # hack/k8s/build.sh while it builds the lab's Go components (stop() ends it)
         self._stopping = False
-        self.build_log = None  # where a build of Prometheus and the stand-in writes (default: this process's output)
+        self.build_log = None  # where a build of the metric path's Go components writes (default: this process's output)
         self._lock = threading.Lock()
 
     @property
     def prometheus_url(self):
         return "http://127.0.0.1:%d" % self.ports["prometheus"]
+
+    @property
+    def ksm_url(self):
+        return "http://127.0.0.1:%d" % self.ports["ksm"]
 
     @property
     def exporter_url(self):
@@ -158,7 +200,7 @@ class MetricsLab(object):
         from cluster import BUILD_SCRIPT  # noqa
 
         def check():
-            return subprocess.run([BUILD_SCRIPT, "--check", "prometheus", "metrics-standin"], stdout=subprocess.PIPE,
+            return subprocess.run([BUILD_SCRIPT, "--check"] + list(COMPONENTS), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, universal_newlines=True, check=False)
         proc = check()
         if proc.returncode != 0:
@@ -166,10 +208,10 @@ class MetricsLab(object):
             # the k8s_cluster fixture builds the control plane; fail with the reason if that cannot be done
             with self._lock:
                 if self._stopping:
-                    raise RuntimeError("stopped before Prometheus and the stand-in were built")
+                    raise RuntimeError("stopped before the metric path's Go components were built")
                 out = open(self.build_log, "ab") if self.build_log else None  # None: this process's output
                 try:
-                    self._build = subprocess.Popen([BUILD_SCRIPT, "prometheus", "metrics-standin"], stdout=out,
+                    self._build = subprocess.Popen([BUILD_SCRIPT] + list(COMPONENTS), stdout=out,
                                                    stderr=subprocess.STDOUT if out else None, start_new_session=True)
                 finally:
                     if out:
@@ -177,8 +219,8 @@ class MetricsLab(object):
             returncode = self._build.wait()
             proc = check()
             if returncode != 0 or proc.returncode != 0:
-                raise RuntimeError(proc.stderr.strip() + " (hack/k8s/build.sh prometheus metrics-standin failed%s)"
-                                   % ("; see " + self.build_log if self.build_log else ""))
+                raise RuntimeError(proc.stderr.strip() + " (hack/k8s/build.sh %s failed%s)"
+                                   % (" ".join(COMPONENTS), "; see " + self.build_log if self.build_log else ""))
         return os.path.join(proc.stdout.strip().splitlines()[-1], name)
 
     def _spawn(self, name, argv):
@@ -223,10 +265,13 @@ class MetricsLab(object):
         from cluster import free_ports
         os.makedirs(self.dir, exist_ok=True)
         render_dir = render_dir or os.path.join(self.dir, "rendered")
+        self.render_dir = render_dir
         try:
             sm, rules = read_manifests(render_dir)
-        except (RuntimeError, OSError):
+            self._rule_groups = read_rule_groups(render_dir)
+        except (RuntimeError, OSError):  # not rendered yet (or before the PrometheusRules were)
             sm, rules = render_manifests(render_dir)
+            self._rule_groups = read_rule_groups(render_dir)
         self._manifests = (sm, rules)
         sm_file = os.path.join(self.dir, "service-monitor.yaml")
         with open(sm_file, "w") as f:
@@ -244,20 +289,33 @@ class MetricsLab(object):
         return self
 
     def start_serving(self, timeout=120):
-        """Prometheus and the stand-in behind API aggregation (built first when missing: minutes, cold); after
+        """kube-state-metrics, Prometheus and the stand-in behind API aggregation (built first when missing: minutes, cold); after
         start_exporter. The custom metrics API is Available when this returns."""
         from cluster import free_ports
         prom_bin, standin_bin = self._bin("prometheus"), self._bin("gpuops-metrics-standin")
+        ksm_bin = self._bin("kube-state-metrics")
         sm, rules = self._manifests
         rules_file = os.path.join(self.dir, "adapter-rules.yaml")
         with open(rules_file, "w") as f:
             f.write(rules)
-        prom, standin = free_ports(2)
-        self.ports.update(prometheus=prom, standin=standin)
+        prom, standin, ksm, ksm_telemetry = free_ports(4)
+        self.ports.update(prometheus=prom, standin=standin, ksm=ksm, ksm_telemetry=ksm_telemetry)
+        # kube-state-metrics against the local apiserver: the pods' GPU requests, phases, owners and priority
+        # classes, the namespaces' tenant labels (gpu_usage_report, the dashboard's recording rules)
+        self._spawn("kube-state-metrics", [
+            ksm_bin, "--kubeconfig=" + self.cluster.kubeconfig, "--host=127.0.0.1", "--port=%d" % ksm,
+            "--telemetry-host=127.0.0.1", "--telemetry-port=%d" % ksm_telemetry,
+            "--resources=pods,namespaces,nodes",
+            "--metric-labels-allowlist=namespaces=[%s]" % ",".join(KSM_NAMESPACE_LABELS)])
+        self._wait("kube-state-metrics", self._ksm_ready, timeout)
+        lab_rules = os.path.join(self.dir, "lab-rules.yaml")
+        with open(lab_rules, "w") as f:
+            yaml.safe_dump(lab_rule_groups(self._rule_groups, self.scrape_interval), f, sort_keys=False)
         prom_cfg = os.path.join(self.dir, "prometheus.yml")
         with open(prom_cfg, "w") as f:
             yaml.safe_dump(prometheus_config(sm, os.path.join(self.dir, "dcgm-targets.json"), self.ports["exporter"],
-                                             self.scrape_interval), f, sort_keys=False)
+                                             self.scrape_interval, ksm_port=ksm, rule_files=[lab_rules]),
+                           f, sort_keys=False)
         self._spawn("prometheus", [prom_bin, "--config.file=" + prom_cfg,
                                    "--storage.tsdb.path=" + os.path.join(self.dir, "tsdb"),
                                    "--web.listen-address=127.0.0.1:%d" % prom, "--storage.tsdb.retention.time=2h",
@@ -276,6 +334,12 @@ class MetricsLab(object):
         self._register()
         self._wait("gpuops-metrics-standin", self._available, timeout)
         return self
+
+    def _ksm_ready(self):
+        # /healthz on the metrics port answers at once; the pod and namespace stores are synced when
+        # kube_namespace_created (every namespace has one) is served
+        with urllib.request.urlopen(self.ksm_url + "/metrics", timeout=2) as r:
+            return b"kube_namespace_created{" in r.read()
 
     def _apis(self):
         from kubernetes import client, config

@@ -13,13 +13,17 @@ dcgm-exporter's exposition per node (plugins/module_utils/metrics/dcgm.py):
     GET /workload/metrics       the workloads' own request_latency_seconds histograms (namespace, pod labels)
     PUT /load                   the load a test drives: {"rules": [{"namespace", "pod_prefix", "gpu": 0-100,
                                 "latency": seconds, "curve": [[seconds, gpu], ...], "fb_used_mib": MiB,
-                                "fb_curve": [[seconds, MiB], ...]}], "default": 0-100}
+                                "fb_curve": [[seconds, MiB], ...]}], "default": 0-100,
+                                "health": [{"node", "gpu": index, "xid": last Xid, "ecc_dbe": count}]}
     GET /load, GET /allocations the current load rules and the pod -> device map
 
 The first matching rule (namespace, pod name prefix) gives a busy device its activity; ``curve`` is a
 load curve interpolated linearly over the seconds since the PUT. ``fb_used_mib`` / ``fb_curve`` (same
 interpolation) set the framebuffer a matching pod's device uses (DCGM_FI_DEV_FB_USED, capped at the device's
-memory); without them it follows the activity (10 % + 80 % x activity of the device's memory), as before. Prometheus finds one target per node in
+memory); without them it follows the activity (10 % + 80 % x activity of the device's memory), as before.
+Each physical GPU also reports the health fields of dcgm-exporter's default counters (HEALTH_FIELDS: temperature
+30 + 40 x the mean activity of its devices in C, the last Xid and the uncorrected ECC count, 0 unless a ``health``
+entry of the load sets them), one series per GPU without pod labels. Prometheus finds one target per node in
 the file_sd file this process keeps (``--targets-file``), labelled as the dcgm_exporter role's
 ServiceMonitor would label them (sim_metrics.py).
 """
@@ -40,6 +44,10 @@ import sim_metrics  # noqa: E402  (device allocation, the ServiceMonitor's scrap
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import dcgm  # noqa: E402
 
 LATENCY_BUCKETS = ["0.05", "0.1", "0.25", "0.5", "1", "2.5"]
+# dcgm-exporter's default health counters, per physical GPU (name -> type, help)
+HEALTH_FIELDS = (("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+                 ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+                 ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."))
 REQUESTS_PER_SECOND = 10.0
 
 
@@ -87,6 +95,26 @@ class State(object):
         if r.get("fb_curve"):
             return self._curve(r["fb_curve"])
         return float(r["fb_used_mib"]) if r.get("fb_used_mib") is not None else None
+
+
+def health_text(state, node, devices, model):
+    """The health fields of ``node``'s physical GPUs (HEALTH_FIELDS), under state.lock."""
+    gpus = {}
+    for d in devices:
+        g = gpus.setdefault(d["gpu"], {"uuid": d["uuid"], "acts": []})
+        g["acts"].append(state.gpu(state.alloc.get(node, {}).get(d["key"])))
+    set_by = dict(((str(h.get("node")), int(h.get("gpu", 0))), h) for h in state.load.get("health") or [])
+    out = []
+    for name, ftype, help_text in HEALTH_FIELDS:
+        out += ["# HELP %s %s" % (name, help_text), "# TYPE %s %s" % (name, ftype)]
+        for index in sorted(gpus):
+            g, h = gpus[index], set_by.get((node, index), {})
+            value = {"DCGM_FI_DEV_GPU_TEMP": int(round(30 + 0.4 * sum(g["acts"]) / len(g["acts"]))),
+                     "DCGM_FI_DEV_XID_ERRORS": int(h.get("xid", 0)),
+                     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": int(h.get("ecc_dbe", 0))}[name]
+            out.append('%s{gpu="%d",UUID="%s",device="nvidia%d",modelName="%s",Hostname="%s"} %d'
+                       % (name, index, g["uuid"], index, model, node, value))
+    return "\n".join(out) + "\n"
 
 
 def _pod_entry(p):
@@ -203,6 +231,7 @@ def make_handler(state):
                         return self._send(404, "unknown node %s\n" % parts[1])
                     text = dcgm.render(parts[1], node["devices"], state.alloc.get(parts[1], {}), state.gpu,
                                        model=node["model"], memory=state.fb_used)
+                    text += health_text(state, parts[1], node["devices"], node["model"])
                 return self._send(200, text)
             return self._send(404, "not found\n")
 
@@ -218,6 +247,9 @@ def make_handler(state):
                     for v in [r.get("fb_used_mib") or 0] + [b for a, b in r.get("fb_curve") or []]:
                         if float(v) < 0:
                             raise ValueError("fb_used_mib %r is negative" % v)
+                for h in load.get("health") or []:
+                    if not h.get("node") or int(h.get("xid", 0)) < 0 or int(h.get("ecc_dbe", 0)) < 0:
+                        raise ValueError("health entry %r: needs node, xid and ecc_dbe 0 or more" % h)
             except (ValueError, TypeError, AttributeError) as e:
                 return self._send(400, "bad load: %s\n" % e)
             with state.lock:

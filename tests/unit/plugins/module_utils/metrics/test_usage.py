@@ -225,6 +225,31 @@ def test_tenant_label_from_namespace_labels(fake):
         usage_report.usage_report(Prometheus(fake.url), dict(PARAMS, tenant_label="cost-center"))
 
 
+@pytest.mark.parametrize("key, name", [
+    # kube-state-metrics v2.20 labelName: [^a-zA-Z0-9_] -> "_", then "([a-z0-9])([A-Z])" -> "$1_$2", lower case
+    ("team", "label_team"),
+    ("cost-center", "label_cost_center"),
+    ("gpuops.io/costCenter", "label_gpuops_io_cost_center"),
+    ("Team", "label_team"),
+    ("example.com/GPUTeam2X", "label_example_com_gputeam2_x"),
+])
+def test_ksm_label_name(key, name):
+    assert usage.ksm_label_name(key) == name
+
+
+def test_tenant_label_camel_case_as_kube_state_metrics_exports_it(fake):
+    # a namespace label gpuops.io/costCenter=ml reaches Prometheus as label_gpuops_io_cost_center="ml"
+    # (kube-state-metrics snake-cases label keys), not label_gpuops_io_costCenter
+    data = two_tenants()
+    data["kube_namespace_labels"] = [({"namespace": "team-a", "label_gpuops_io_cost_center": "ml"}, _at(range(12), 1)),
+                                     ({"namespace": "team-b", "label_gpuops_io_cost_center": "ml"}, _at(range(12), 1))]
+    fake.matrices = matrices(data)
+    res = usage_report.usage_report(Prometheus(fake.url), dict(PARAMS, tenant_label="gpuops.io/costCenter"))
+    assert res["queries"]["namespaces"] == "max by (namespace, label_gpuops_io_cost_center) (kube_namespace_labels)"
+    assert [(r["name"], r["allocated_gpu_hours"]) for r in res["tenants"]] == [("ml", pytest.approx(2 + 9 / 7.0,
+                                                                                                    abs=1e-4))]
+
+
 def test_gpu_util_leaves_mig_time_unmeasured(fake):
     data = two_tenants()
     # DCGM_FI_DEV_GPU_UTIL in percent; dcgm-exporter reports 0 on MIG devices
