@@ -47,6 +47,10 @@ options:
     description: Resolution of the range queries (a Prometheus duration); pod ends not given by a timestamp are known to within one step.
     type: str
     default: 5m
+  namespaces:
+    description: Only the GPU pods of these namespaces (a team's own workload); default every namespace.
+    type: list
+    elements: str
   tenant_label:
     description: A namespace label naming the tenant (C(kube_namespace_labels)); default the namespace is the tenant.
     type: str
@@ -160,6 +164,7 @@ def main():
             start=dict(type="str"),
             end=dict(type="str"),
             step=dict(type="str", default="5m"),
+            namespaces=dict(type="list", elements="str"),
             tenant_label=dict(type="str"),
             tenants=dict(type="dict"),
             shared_replicas=dict(type="dict"),

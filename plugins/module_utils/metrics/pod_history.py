@@ -41,6 +41,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.catalog import gpus as gpu_catalog
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
+from ansible_collections.gpuops.k8s.plugins.module_utils.common.validation import DNS1123_LABEL_RE
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import usage
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import usage_report
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import prom_duration
@@ -60,12 +61,19 @@ REQUIRED = ("created", "phase", "info")
 CSV_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
                "creation_time", "deletion_time", "scheduled_time", "namespace", "tenant", "gpu_resource")
 DEFAULT_POOL = {"model": "a100_80gb", "gpus_per_node": 8}
-_GPU_SELECTOR = '%s{resource=~"nvidia_com_.*"}' % REQUESTS
 
 
-def queries(step: str, tenant_label: Optional[str] = None) -> Dict[str, str]:
-    """The range queries: ``{name: PromQL}`` (``step`` a Prometheus duration, the range of each selector)."""
-    gpu_pods = "group by (uid) (max_over_time(%s[%s]))" % (_GPU_SELECTOR, step)
+def queries(step: str, tenant_label: Optional[str] = None, namespaces: Optional[List[str]] = None) -> Dict[str, str]:
+    """The range queries: ``{name: PromQL}`` (``step`` a Prometheus duration, the range of each selector); with
+    ``namespaces`` only the GPU pods of those namespaces (every query keeps the GPU pods' uids)."""
+    for n in namespaces or []:
+        if not DNS1123_LABEL_RE.match(str(n)):
+            raise GpuOpsError("namespaces: %r is not a namespace name (lower-case letters, digits and '-', at most 63)"
+                              % (n,))
+    # names of [a-z0-9-]: nothing a regular expression or a PromQL string would read otherwise
+    ns = (', namespace=~"%s"' % "|".join(str(n) for n in namespaces)) if namespaces else ""
+    gpu_selector = '%s{resource=~"nvidia_com_.*"%s}' % (REQUESTS, ns)
+    gpu_pods = "group by (uid) (max_over_time(%s[%s]))" % (gpu_selector, step)
 
     def per_pod(metric, by="namespace, pod, uid", fn="last_over_time", cmp=""):
         return "max by (%s) (%s(%s[%s])%s) and on (uid) %s" % (by, fn, metric, step, cmp, gpu_pods)
@@ -73,7 +81,7 @@ def queries(step: str, tenant_label: Optional[str] = None) -> Dict[str, str]:
     q = {
         # a container's series changes its node label when it is bound: the max per container first, then the sum
         "gpu": "sum by (namespace, pod, uid, resource) (max by (namespace, pod, uid, resource, container) "
-               "(max_over_time(%s[%s])))" % (_GPU_SELECTOR, step),
+               "(max_over_time(%s[%s])))" % (gpu_selector, step),
         "cpu_memory": "sum by (namespace, pod, uid, resource) (max by (namespace, pod, uid, resource, container) "
                       '(max_over_time(%s{resource=~"cpu|memory"}[%s]))) and on (uid) %s' % (REQUESTS, step, gpu_pods),
         "created": per_pod(CREATED),
@@ -90,7 +98,7 @@ def queries(step: str, tenant_label: Optional[str] = None) -> Dict[str, str]:
 
 
 def _label_key(label):
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", str(label))
+    return usage.ksm_label_name(str(label))
 
 
 def mig_milli(profile: str, model: Optional[gpu_catalog.GpuModel] = None) -> int:
@@ -182,7 +190,8 @@ def read_pods(client: Any, params: Mapping[str, Any], now: Optional[float] = Non
                               % (k, v))
         shared[str(k)] = v
     model = gpu_catalog.find_model(p["mig_model"]) if p.get("mig_model") else None
-    qs = queries(step, tenant_label)
+    namespaces = [str(n) for n in p.get("namespaces") or []]
+    qs = queries(step, tenant_label, namespaces)
     length = grid.n * grid.step
     window_out = {"start": _iso(grid.start), "end": _iso(grid.start + length),
                   "step": step, "seconds": length, "start_unix": grid.start}
@@ -195,8 +204,9 @@ def read_pods(client: Any, params: Mapping[str, Any], now: Optional[float] = Non
                               "scraped by this Prometheus?" % (client.url, REQUESTS, window_out["start"],
                                                                window_out["end"]), url=client.url, metric=REQUESTS)
         out.update(no_data=True, pods=[], peak_gpus=0.0, gpu_hours=0.0, tenants=[],
-                   message="no pod requested a GPU (nvidia.com/*) in the window %s - %s"
-                           % (window_out["start"], window_out["end"]))
+                   message="no pod requested a GPU (nvidia.com/*) in the window %s - %s%s"
+                           % (window_out["start"], window_out["end"],
+                              " in the namespaces %s" % ", ".join(namespaces) if namespaces else ""))
         return out
     for name in qs:
         if name != "gpu":

@@ -191,4 +191,10 @@ def test_the_queries_use_the_verified_series_and_labels():
     assert "max by (namespace, pod, uid, node, priority_class) (last_over_time(kube_pod_info[60s]))" in q["info"]
     assert "kube_pod_deletion_timestamp[60s]" in q["deleted"] and "kube_pod_completion_time[60s]" in q["completed"]
     assert q["namespaces"] == "max by (namespace, label_team) (last_over_time(kube_namespace_labels[60s]))"
+    assert "label_gpuops_io_cost_center" in pod_history.queries("60s", "gpuops.io/costCenter")["namespaces"]
+    own = pod_history.queries("60s", namespaces=["team-a", "ml-x"])
+    sel = 'kube_pod_container_resource_requests{resource=~"nvidia_com_.*", namespace=~"team-a|ml-x"}[60s]'
+    assert all(sel in own[k] for k in own), own
+    with pytest.raises(GpuOpsError, match="'ml.x' is not a namespace name"):
+        pod_history.queries("60s", namespaces=["ml.x"])
 
