@@ -10,7 +10,9 @@ The window: T0 = 1800000000 to T0 + 600 s, step 60 s (10 samples at T0 + 60 ... 
   end -> 100 .. 600 (the window's length), running_at_end; gpu_milli = floor(1000 x min(3/7, 4/8)) = 428;
 * team-b/job-2: 1 GPU, low, created T0 + 130, last seen at T0 + 420 (no completion, no deletion time) -> 130 .. 420;
 * team-b/job-3: 1 GPU, low, created T0 + 200, deletion timestamp T0 + 530, last seen T0 + 540 -> 200 .. 530;
-* team-a/old: completed at T0 - 500, kept as an object: not a pod of the window.
+* team-a/old: completed at T0 - 500, kept as an object: not a pod of the window;
+* team-a/stuck: deletion timestamp T0 - 100 (its grace period over before the window), kept Running by a finalizer
+  to the end: not a pod of the window either.
 """
 import csv
 import json
@@ -78,7 +80,8 @@ def by_name(result):
 def test_pods_come_back_with_their_requests_and_times(serve):
     out = pod_history.read_pods(serve(recorded()), PARAMS)
     pods = by_name(out)
-    assert sorted(pods) == ["team-a/infer-1", "team-a/train-1", "team-b/job-2", "team-b/job-3"]  # not team-a/old
+    # not team-a/old, not team-a/stuck
+    assert sorted(pods) == ["team-a/infer-1", "team-a/train-1", "team-b/job-2", "team-b/job-3"]
     assert out["window"]["seconds"] == 600 and out["no_data"] is False
     t = pods["team-a/train-1"]
     assert (t["num_gpu"], t["gpu_milli"], t["cpu_milli"], t["memory_mib"]) == (2, 1000, 4000, 16384)
@@ -157,7 +160,7 @@ def test_the_pool_is_twice_the_peak_in_whole_nodes(serve):
 def test_a_missing_series_names_the_metric(serve, name, metric):
     bodies = recorded()
     del bodies[name]
-    with pytest.raises(GpuOpsError, match="no series of %s for the 5 GPU pods" % metric) as e:
+    with pytest.raises(GpuOpsError, match="no series of %s for the 6 GPU pods" % metric) as e:
         pod_history.read_pods(serve(bodies), PARAMS)
     assert e.value.details["metric"] == metric
 
