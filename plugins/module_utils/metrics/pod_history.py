@@ -92,8 +92,8 @@ def queries(step: str, tenant_label: Optional[str] = None, namespaces: Optional[
         "info": per_pod(INFO, by="namespace, pod, uid, node, priority_class"),
     }
     if tenant_label:
-        q["namespaces"] = "max by (namespace, %s) (last_over_time(%s[%s]))" % (_label_key(tenant_label),
-                                                                             NAMESPACE_LABELS, step)
+        q["namespaces"] = "max by (namespace, %s) (last_over_time(%s[%s]))" % (
+            _label_key(tenant_label), NAMESPACE_LABELS, step)
     return q
 
 

@@ -200,4 +200,3 @@ def test_the_queries_use_the_verified_series_and_labels():
     assert all(sel in own[k] for k in own), own
     with pytest.raises(GpuOpsError, match="'ml.x' is not a namespace name"):
         pod_history.queries("60s", namespaces=["ml.x"])
-
