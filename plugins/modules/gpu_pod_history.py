@@ -30,9 +30,15 @@ author:
   - gpuops.k8s maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s.prometheus
+  - gpuops.k8s.attributes.controller
+  - gpuops.k8s.attributes.idempotent
 attributes:
   check_mode:
+    support: full
     description: Prometheus is read and the pods built; O(pods_csv) is not written, C(changed) says if it would be.
+  diff_mode:
+    support: none
+    description: The pod list is data; it is not shown as a diff.
 options:
   window:
     description: How far back from O(end) to read (a Prometheus duration, V(7d), V(30d), V(24h)); not with O(start).

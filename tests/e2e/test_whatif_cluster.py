@@ -13,8 +13,10 @@ The scene (kwok A100 80GB nodes: one with 4 whole GPUs, one MIG node with two 3g
 The window [start, start + WINDOW] at step STEP = the lab's scrape interval (2 s). Read back, worked out by hand:
 the pods created before the window arrive at 0; the running ones leave at WINDOW (the window's length); a 3g.40gb
 slice is 1 x 428 milli (min(3/7, 4/8)); h-late's creation is kube_pod_created (whole seconds) - start, within
-[t_create - start - 1, t_create_done - start]; h-short's end is its deletion timestamp (whole seconds) or the last
-step it was seen at: within [t_del - start - 1, t_gone - start + LAG + STEP] (LAG: kube-state-metrics' watch).
+[t_create - start - 1, t_created - start]; h-short's end is its deletion timestamp (whole seconds: t_del - 1 at the
+earliest) or the first step at or after the last scrape that saw it (a scrape every SCRAPE s saw it within SCRAPE
+before t_del; none saw it after t_gone + LAG): within [t_del - start - SCRAPE, t_gone - start + LAG + STEP] (LAG:
+kube-state-metrics' watch), i.e. one scrape interval earlier or one step plus the watch lag later.
 
 GPUs needed at 99 % served, best-fit scoring (it packs the two slices' pods on one GPU where it may; kube-default
 spreads them at random), on a pool of 2-GPU nodes (the search's resolution is a node): exclusive takes a whole GPU
@@ -152,7 +154,7 @@ def test_history_replay_reads_the_pods_back_with_their_times(scene):
         assert (p["creation_time"], p["deletion_time"], p["running_at_end"]) == (0, WINDOW, True), p
     short, late = mine["h-short"], mine["h-late"]
     assert short["creation_time"] == 0 and not short["running_at_end"], short
-    lo, hi = scene["t_del"] - start - 1, scene["t_gone"] - start + LAG + STEP
+    lo, hi = scene["t_del"] - start - SCRAPE, scene["t_gone"] - start + LAG + STEP
     assert lo <= short["deletion_time"] <= hi, (lo, hi, short)
     lo, hi = scene["t_create"] - start - 1, scene["t_created"] - start
     assert lo <= late["creation_time"] <= hi, (lo, hi, late)
