@@ -167,7 +167,7 @@ build_component() {
       pkgs=(k8s.io/kube-state-metrics/v2) ;;
     metrics-standin) pkgs=(./gpuops-metrics-standin) ;;
   esac
-  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold on an idle 2-core machine: kube about 5.5 min, then etcd, kwok and the stand-in seconds each, Prometheus 2, kube-state-metrics KSMTIME, Kueue 6; far longer under load)"
+  echo "[build $c] go build -p $jobs ${pkgs[*]} (cold on an idle 2-core machine: kube about 5.5 min, then etcd, kwok and the stand-in seconds each, Prometheus 2, kube-state-metrics 3 (5 CPU-min), Kueue 6; far longer under load)"
   local rc=0
   (
     cd "$here/$(module_of "$c")"
