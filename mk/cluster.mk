@@ -21,7 +21,7 @@ TEST_TARGETS += e2e
 # make e2e needs every optional component too (Kueue, the metric path): none of their tests may skip
 E2E_COMPONENTS := kueue prometheus kube-state-metrics metrics-standin
 # the e2e tests that need them (Kueue; Prometheus, kube-state-metrics and the stand-in: the metric path and act 5 of the demo)
-E2E_OPTIONAL_TESTS := tests/e2e/test_queueing_dra.py tests/e2e/test_autoscaling_metrics.py tests/e2e/test_demo.py tests/e2e/test_rightsize.py tests/e2e/test_usage_report.py
+E2E_OPTIONAL_TESTS := tests/e2e/test_queueing_dra.py tests/e2e/test_autoscaling_metrics.py tests/e2e/test_demo.py tests/e2e/test_rightsize.py tests/e2e/test_usage_report.py tests/e2e/test_whatif_cluster.py
 # the demo starts its own control plane (hack/demo.py): it runs beside the other optional tests, which mostly wait
 # on controllers (Kueue, the HPA, Prometheus scrapes); its output is printed when both are done
 E2E_BESIDE := tests/e2e/test_demo.py
