@@ -89,9 +89,11 @@ def test_periodic_replan_follows_the_window_demand():
     # 0 h: a0 pends; demand = a0 pending + a0 in the window = 2 x 1g -> GPU 0 gets a layout for them, bound at 60 s.
     # a1..a9 fit GPU 0's free slices at once (one runs at a time).
     # 6 h (the periodic re-plan): nothing pends, but the window (0, 6 h] holds a1..a9 = 9 x 1g and only GPU 0's
-    # slices are free: a deficit, so GPU 1 is laid out too (ready at 6 h + 60 s). Without the forecast nothing pends
-    # and nothing changes until 12 h.
-    # 7 h: the burst binds at once on the slices of both GPUs - more than GPU 0's own slices.
+    # 2 slices are free: a deficit, so GPU 1 is laid out too (ready at 6 h + 60 s). Without the forecast nothing
+    # pends and nothing changes until 12 h. The planner gets both (empty) GPUs and the 9 slices: GPU 0 keeps its
+    # 2 (the budget, 5 % of 2 GPUs = 1, lets one GPU change), so GPU 1 gets 9 - 2 = 7 (its 7 x 1g maximum). Asking
+    # the planner for 9 - 2 free = 7 while it also keeps GPU 0's 2 would lay out only 5 (2 + 5 = 7 < 9).
+    # 7 h: the burst of eight binds at once on the 2 + 7 = 9 slices of both GPUs.
     pods = [pod("a%d" % i, 1800 * i, 1800 * i + 600, milli=100) for i in range(10)] + \
         [pod("b%d" % i, 7 * 3600, 8 * 3600, milli=100) for i in range(8)]
     dr, s = replay([node(gpus=2)], pods, sharing="replanned", replan_every_h=6, replan_min_interval_h=6,
@@ -99,9 +101,25 @@ def test_periodic_replan_follows_the_window_demand():
     assert dr.bind[:10] == [60] + [1800 * i for i in range(1, 10)]
     assert dr.rp.log == [(0.0, 1), (6 * 3600.0, 1)]  # one GPU laid out at 0, the other by the 6 h forecast
     assert units(dr, 0, 0) == ["1g.10gb"] * 2  # the layout for the 2 units of demand at 0
-    at_once = dr.bind[10:].count(7 * 3600)
-    assert at_once > 2 and "gpu" not in units(dr, 0, 1), (dr.bind[10:], units(dr, 0, 1))
+    assert units(dr, 0, 1) == ["1g.10gb"] * 7
+    assert dr.bind[10:] == [7 * 3600] * 8
     assert s["reconfigured_gpus"] == 2
+
+
+def test_units_a_replan_takes_away_leave_the_free_count_of_the_next_group():
+    # n0: a V100M16 laid out 7 x 1g; n1: a V100M32 with MIG disabled (one whole GPU unit); budget 2 GPUs.
+    # y (any model, 1g) ran 0..10 s: demand of the window. x1, x2 (V100M16 only, 3g) pend at 20 s: the re-plan
+    # at 20 s sees two groups, {V100M16}: 2 x 3g (first: the larger) and {any}: 1 x 1g.
+    # {V100M16}: no 3g free -> n0 becomes 3g + 3g (its 7 x 1g are gone). {any}: 1g wanted, and no 1g is left
+    # anywhere (n0's are gone, n1 is a whole GPU) -> n1 is laid out with a 1g: 2 GPUs change in that re-plan.
+    # Still counting n0's old 7 x 1g as free would see no deficit for {any} and change only n0.
+    pods = [pod("y", 0, 10, milli=100), dict(pod("x1", 20, 5000, milli=400), gpu_spec="V100M16"),
+            dict(pod("x2", 20, 5000, milli=400), gpu_spec="V100M16")]
+    dr, s = replay([node("n0", model="V100M16"), node("n1", model="V100M32")], pods, sharing="replanned",
+                   mig_config={"V100M16": {"1g.10gb": 7}}, replan_budget=2, reconfigure_s=60)
+    assert dr.bind == [0, 80, 80]
+    assert dr.rp.log == [(20.0, 2)] and s["reconfigured_gpus"] == 2
+    assert units(dr, 0, 0) == ["3g.40gb"] * 2 and units(dr, 1, 0) == ["1g.10gb"]
 
 
 @pytest.mark.parametrize("value, total, gpus", [(3, 100, 3), ("5%", 6212, 310), ("0.01%", 100, 1), ("7", 10, 7),
