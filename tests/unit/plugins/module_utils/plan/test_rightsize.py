@@ -349,3 +349,47 @@ def test_demand_out_not_a_demand_file_is_replaced_and_an_unwritable_one_fails(fa
     nowhere = str(tmp_path / "no-dir" / "demand.yml")
     with pytest.raises(GpuOpsError, match="demand_out %s cannot be written" % nowhere):
         rightsize.run(dict(params, demand_out=nowhere))
+
+
+def test_reason_in_full(fake):
+    # docs/rightsize.md's example, then the samples (3 pods x 100) and the history (first sample 48 h ago)
+    mem = [7.0] * 90 + [8.0] * 8 + [8.5, 9.0]
+    it = run(fake, _pods(mem), [_item()], plan=_plan("a100_80gb", "3g.40gb"))["items"][0]
+    assert it["reason"] == ("3g.40gb -> 1g.10gb: p95 8.0 GB, peak 9.0 GB, +20 % headroom = 9.6 GB, never below the "
+                            "peak: memory_gb 40 -> 9.6 (300 samples, 48.0 h)")
+
+
+def test_engine_active_missing_for_an_item_leaves_its_compute_without_the_gpu_util_note(fake):
+    # the metric exists (another workload's pods) but not for embedder's pods: its compute stays as declared, and
+    # the "always 0 on MIG devices" note belongs to DCGM_FI_DEV_GPU_UTIL only
+    series = stored_series(_pods([8.0] * 20), missing=("DCGM_FI_PROF_GR_ENGINE_ACTIVE",)) + \
+        stored_series(_pods([8.0] * 20, name="other"))
+    fake.vectors = series_answer(series)
+    out = rightsize.rightsize(prom.Prometheus(fake.url, timeout_s=5),
+                              {"demand": [_item(compute=0.5)], "plan": _plan("a100_80gb", "3g.40gb")}, now=NOW)
+    it = out["items"][0]
+    assert it["observed"]["compute_p95"] is None and it["after"]["compute"] == 0.5
+    assert it["reason"].endswith("memory_gb 40 -> 9.6 (60 samples, 48.0 h)"), it["reason"]
+
+
+def test_observed_values_are_rounded_as_documented(fake):
+    # RETURN: GB to 3 decimals, fractions of a GPU to 4: 1000 MiB = 0.9765625 GB -> 0.977; engine 1/3 -> 0.3333
+    series = _pods([1000.0 / GIB] * 20, profile=None, compute=1.0 / 3)
+    obs = run(fake, series, [_item(compute=1.0)])["items"][0]["observed"]
+    assert obs["memory_gb_peak"] == 0.977 and obs["memory_gb_p95"] == 0.977
+    assert obs["compute_peak"] == 0.3333 and obs["compute_p95"] == 0.3333
+
+
+def test_run_waits_30_s_per_answer_by_default(monkeypatch):
+    # doc_fragments/prometheus.py: timeout_s defaults to 30
+    seen = []
+
+    def client(url, **kw):
+        seen.append(kw)
+        raise GpuOpsError("stop")
+
+    monkeypatch.setattr(prom, "Prometheus", client)
+    for extra, want in (({}, 30), ({"timeout_s": 7}, 7)):
+        with pytest.raises(GpuOpsError, match="stop"):
+            rightsize.run(dict({"prometheus_url": "http://x", "demand": [_item()]}, **extra))
+        assert seen[-1]["timeout_s"] == want
