@@ -122,6 +122,39 @@ def test_units_a_replan_takes_away_leave_the_free_count_of_the_next_group():
     assert units(dr, 0, 0) == ["3g.40gb"] * 2 and units(dr, 1, 0) == ["1g.10gb"]
 
 
+def test_units_being_installed_count_as_free():
+    # two GPUs 7 x 1g, reconfigure_s 1000; a 3g pod pends at 0: the re-plan at 0 reconfigures GPU 0 for it (in
+    # flight until 1000). The periodic re-plans every 0.05 h (180 s) before that see the pod still pending, and
+    # GPU 0's coming 3g units cover it: GPU 1 is never changed.
+    dr, s = replay([node(gpus=2)], [pod("a", 0, 5000, milli=400)], sharing="replanned", mig_config=ALL_1G,
+                   reconfigure_s=1000, replan_every_h=0.05)
+    assert dr.bind == [1000] and dr.rp.log == [(0.0, 1)] and s["reconfigured_gpus"] == 1
+    assert units(dr, 0, 1) == ["1g.10gb"] * 7 and s["replans"] > 5
+
+
+def test_a_group_without_deficit_does_not_stop_the_next_groups():
+    # n0 V100M16, n1 V100M32, both 7 x 1g. y0..y2 (any model, 1g) ran 0..10 s; x (V100M16 only, 3g) pends at 20.
+    # The re-plan at 20: {any} wants 3 x 1g (the window), 14 are free: nothing to do; {V100M16} wants a 3g:
+    # n0 is reconfigured, x binds at 20 + 120 s.
+    pods = [pod("y%d" % i, 0, 10, milli=100) for i in range(3)] + [dict(pod("x", 20, 5000, milli=400),
+                                                                        gpu_spec="V100M16")]
+    dr, s = replay([node("n0", model="V100M16"), node("n1", model="V100M32")], pods, sharing="replanned",
+                   mig_config=ALL_1G)
+    assert dr.bind == [0, 0, 0, 140] and dr.rp.log == [(20.0, 1)]
+
+
+def test_pods_without_gpus_or_without_a_model_are_skipped_not_the_rest():
+    # a pod pending for CPU only (no GPU) and a pod whose gpu_spec names no model of the cluster pend before a 3g
+    # pod: the re-plan at 10 s skips them and re-plans for the 3g pod, which binds at 10 + 120 s.
+    cpu_only = [pod("c", 0, 10000, num=0, milli=0, cpu=1500), pod("d", 5, 10000, num=0, milli=0, cpu=1000),
+                pod("g", 10, 5000, milli=400, cpu=100)]
+    dr, dummy = replay([node(cpu=2000)], cpu_only, sharing="replanned", mig_config=ALL_1G, replan_min_interval_h=0)
+    assert dr.bind == [0, None, 130] and dr.rp.log == [(10.0, 1)]
+    no_model = [dict(pod("t", 0, 10000, milli=400), gpu_spec="T4"), pod("g", 10, 5000, milli=400)]
+    dr, dummy = replay([node()], no_model, sharing="replanned", mig_config=ALL_1G, replan_min_interval_h=0)
+    assert dr.bind == [None, 130] and dr.rp.log == [(10.0, 1)]
+
+
 @pytest.mark.parametrize("value, total, gpus", [(3, 100, 3), ("5%", 6212, 310), ("0.01%", 100, 1), ("7", 10, 7),
                                                 (0, 10, 0), (2.0, 10, 2)])
 def test_budget_forms(value, total, gpus):
