@@ -190,3 +190,13 @@ def test_a_planner_refusal_keeps_its_details_and_cause(monkeypatch):
         replay([node()], [pod("a", 0, 100, milli=400)], sharing="replanned", mig_config=ALL_1G, reconfigure_s=0)
     assert err.value.details == {"models_without_price": ["a100_80gb"]}
     assert isinstance(err.value.__cause__, GpuOpsError) and err.value.__cause__.msg == "no way"
+
+
+def test_imports_without_numpy():
+    # controller side without numpy: the module still imports (np None); engine.need_numpy says what is missing
+    import subprocess
+    code = ("import sys; sys.modules['numpy'] = None; "
+            "from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import replanned; print(replanned.np)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr[-2000:]
