@@ -141,6 +141,7 @@ def test_a_group_without_deficit_does_not_stop_the_next_groups():
     dr, s = replay([node("n0", model="V100M16"), node("n1", model="V100M32")], pods, sharing="replanned",
                    mig_config=ALL_1G)
     assert dr.bind == [0, 0, 0, 140] and dr.rp.log == [(20.0, 1)]
+    assert s["planner_calls"] == 1  # {V100M16} only
 
 
 def test_pods_without_gpus_or_without_a_model_are_skipped_not_the_rest():
