@@ -201,3 +201,13 @@ def test_imports_without_numpy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
     assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr[-2000:]
+
+
+def test_a_gpu_pod_without_a_memory_request_counts_in_the_window():
+    # Kubernetes pods may request no memory (memory_mib 0). a (1g) pends at 0 on a whole GPU: the re-plan's demand
+    # is a pending + a in the window = 2 x 1g, so the GPU gets 2 x 1g (ready at 60 s); b (1g) arrives at 100 and
+    # binds at once on the second slice. Leaving a out of the window would lay out one slice and b would wait
+    # past its deletion (the next re-plan is 6 h later).
+    dr, dummy = replay([node()], [pod("a", 0, 1000, milli=100, mem=0), pod("b", 100, 1000, milli=100, mem=0)],
+                       sharing="replanned", reconfigure_s=60, replan_min_interval_h=6)
+    assert dr.bind == [60, 100] and units(dr) == ["1g.10gb"] * 2
