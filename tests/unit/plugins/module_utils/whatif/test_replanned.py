@@ -211,3 +211,55 @@ def test_a_gpu_pod_without_a_memory_request_counts_in_the_window():
     dr, dummy = replay([node()], [pod("a", 0, 1000, milli=100, mem=0), pod("b", 100, 1000, milli=100, mem=0)],
                        sharing="replanned", reconfigure_s=60, replan_min_interval_h=6)
     assert dr.bind == [60, 100] and units(dr) == ["1g.10gb"] * 2
+
+
+def _bare_replanner():
+    from ansible_collections.gpuops.k8s.plugins.module_utils.whatif import mig as whatif_mig
+    table = whatif_mig.UnitTable()
+    shape = whatif_mig.shape_of(None)  # the default mig_shape: A100 80GB
+    return replanned.Replanner(None, None, table, [shape], 6, 0.5, 1, 120), table, shape
+
+
+def test_layout_of_a_gpus_units():
+    dummy, table, shape = _bare_replanner()
+    one_g = table.kind(shape, [p for p in shape.profiles if p.name == "1g.10gb"][0])
+    assert replanned.layout_of([replanned.WHOLE], table) == "all-disabled"
+    assert replanned.layout_of([one_g, one_g], table) == {"1g.10gb": 2}
+    assert replanned.layout_of([], table) is None and replanned.layout_of([replanned.WHOLE, one_g], table) is None
+
+
+@pytest.mark.parametrize("whole, multi, rows", [
+    # whole GPUs wanted, {GPUs per pod: pending pods}: multi-GPU replicas first (as many as the whole GPUs allow),
+    # the rest one GPU each
+    (4, {2: 1}, [("whole-2", 1, 2), ("whole-1", 2, 1)]),
+    (5, {2: 3}, [("whole-2", 2, 2), ("whole-1", 1, 1)]),
+    (7, {3: 2}, [("whole-3", 2, 3), ("whole-1", 1, 1)]),
+    (2, {4: 1}, [("whole-1", 2, 1)]),
+    (6, {2: 1, 3: 1}, [("whole-2", 1, 2), ("whole-3", 1, 3), ("whole-1", 1, 1)]),
+])
+def test_planner_items_for_whole_gpus(whole, multi, rows):
+    rp, table, shape = _bare_replanner()
+    items = rp._items(0, {replanned.WHOLE: whole}, multi)
+    assert [(i.name, i.replicas, i.gpus_per_replica) for i in items] == rows
+    assert all(i.kind == "training" and i.isolation == "strict" and i.compute is None for i in items)
+    assert [i.index for i in items] == list(range(len(rows)))
+
+
+def test_planner_items_for_slices_name_the_profile():
+    rp, table, shape = _bare_replanner()
+    three_g = [p for p in shape.profiles if p.name == "3g.40gb"][0]
+    q = table.kind(shape, three_g)
+    item, = rp._items(0, {q: 2}, {})
+    assert (item.name, item.replicas, item.kind, item.gpus_per_replica) == ("mig-3g-40gb", 2, "inference", 1)
+    assert item.compute == pytest.approx(3 / 7.0) and item.memory_gb == 40.0  # 3 of 7 compute slices; 40 GB
+
+
+def test_the_demand_of_a_pending_multi_gpu_pod():
+    # a pod of 2 whole GPUs on a node of 1 GPU never binds (budget 0: no re-plan changes anything); nor does a
+    # 1-GPU pod (the GPU is 7 x 1g). The demand counts each pod pending and again in the window (the forecast):
+    # whole GPUs 2 x 2 + 2 x 1 = 6; the 2-GPU pod twice among the multi-GPU pods, the 1-GPU pod never.
+    dr, dummy = replay([node()], [pod("m", 0, None, num=2, milli=1000), pod("s", 0, None, num=1, milli=1000)],
+                       sharing="replanned", mig_config=ALL_1G, replan_budget=0)
+    assert dr.bind == [None, None]
+    groups = dr.rp._demand(1.0)
+    assert list(groups.values()) == [{"kinds": {replanned.WHOLE: 6}, "multi": {2: 2}}]
