@@ -52,6 +52,7 @@ def test_a_busy_gpu_is_never_reconfigured():
     assert s["reconfigured_gpus"] == 0 and s["replans"] >= 10
     assert 0 in dr.where  # still running
     assert units(dr).count("1g.10gb") == 6  # six free 1g units: the layout is unchanged
+    assert s["planner_calls"] == 0 and s["planner_seconds"] == 0.0  # no empty GPU: the planner is never asked
 
 
 def test_budget_one_gpu_per_replan():
@@ -142,6 +143,7 @@ def test_a_group_without_deficit_does_not_stop_the_next_groups():
                    mig_config=ALL_1G)
     assert dr.bind == [0, 0, 0, 140] and dr.rp.log == [(20.0, 1)]
     assert s["planner_calls"] == 1  # {V100M16} only
+    assert s["replans"] == 1  # the pending x at 20 s; the next periodic one (6 h) is after the trace's end
 
 
 def test_pods_without_gpus_or_without_a_model_are_skipped_not_the_rest():
@@ -157,7 +159,7 @@ def test_pods_without_gpus_or_without_a_model_are_skipped_not_the_rest():
 
 
 @pytest.mark.parametrize("value, total, gpus", [(3, 100, 3), ("5%", 6212, 310), ("0.01%", 100, 1), ("7", 10, 7),
-                                                (0, 10, 0), (2.0, 10, 2)])
+                                                (0, 10, 0), (2.0, 10, 2), (0.0, 10, 0), ("100%", 7, 7)])
 def test_budget_forms(value, total, gpus):
     assert replanned.budget_gpus(value, total) == gpus
 
@@ -263,3 +265,6 @@ def test_the_demand_of_a_pending_multi_gpu_pod():
     assert dr.bind == [None, None]
     groups = dr.rp._demand(1.0)
     assert list(groups.values()) == [{"kinds": {replanned.WHOLE: 6}, "multi": {2: 2}}]
+    # 6 h later the window (0, 6 h] no longer holds the arrivals at 0: the pending pods only
+    groups = dr.rp._demand(6 * 3600.0)
+    assert list(groups.values()) == [{"kinds": {replanned.WHOLE: 3}, "multi": {2: 1}}]
