@@ -393,3 +393,13 @@ def test_run_waits_30_s_per_answer_by_default(monkeypatch):
         with pytest.raises(GpuOpsError, match="stop"):
             rightsize.run(dict({"prometheus_url": "http://x", "demand": [_item()]}, **extra))
         assert seen[-1]["timeout_s"] == want
+
+
+def test_without_pyyaml_demand_out_is_json(monkeypatch, tmp_path):
+    # PyYAML missing (it comes with ansible-core, but the module_utils do not require it): JSON, 2-space indent
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    text = rightsize.render_demand_file({"demand": [{"name": "a", "memory_gb": 9.6}], "changes": []})
+    assert text == '{\n  "demand": [\n    {\n      "name": "a",\n      "memory_gb": 9.6\n    }\n  ],\n  "changes": []\n}\n'
+    path = tmp_path / "d.json"
+    path.write_text(text)
+    assert rightsize.load_demand_file(str(path)) == [{"name": "a", "memory_gb": 9.6}]
