@@ -331,7 +331,7 @@ def test_demand_file_errors_name_the_file(tmp_path):
         rightsize.load_demand_file(str(bad))
     for text in ("- a\n- b\n", "demand: 3\n"):
         bad.write_text(text)
-        with pytest.raises(GpuOpsError, match="must be a mapping with a 'demand' list"):
+        with pytest.raises(GpuOpsError, match="demand_file %s must be a mapping with a 'demand' list" % bad):
             rightsize.load_demand_file(str(bad))
     with pytest.raises(GpuOpsError, match=r"give demand or demand_file \(gpu_plan's demand list\)"):
         rightsize.run({"prometheus_url": "http://127.0.0.1:1"})
