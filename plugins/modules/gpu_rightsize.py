@@ -111,7 +111,8 @@ RETURN = r"""
 items:
   description:
     - Per demand item - C(tenant), C(name), C(model), C(observed) (C(memory_gb_peak), C(memory_gb_p95),
-      C(compute_peak), C(compute_p95) as fractions of a GPU, C(samples), C(history_h); null without series),
+      C(compute_peak), C(compute_p95) as fractions of a GPU, C(samples), C(history_h); GB and hours rounded to 3
+      decimals, fractions to 4; null without series),
       C(before) and C(after) (C(memory_gb), C(compute), C(profile)), C(changed), C(reason).
   returned: success
   type: list

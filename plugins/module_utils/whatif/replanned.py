@@ -14,7 +14,10 @@ with departures (departures.py).
 * Demand of a re-plan, per unit kind (MIG profile or whole GPU): the pods pending now plus the pods that
   arrived in the last ``replan_every_h`` hours (a forecast: the next window brings as many), less the free
   units and the units being installed. Pods are grouped by the GPU models they accept (``gpu_spec``; none:
-  every model); only a positive deficit calls the planner.
+  every model); only a positive deficit calls the planner. The planner is asked for the demand less only the
+  units *outside* the GPUs it is given: the free units of those GPUs are in their ``current`` layouts, which the
+  planner keeps where the demand fills them (subtracting them as well would count them twice: 9 slices wanted,
+  2 of them free on an offered GPU, would plan 7).
 * The reduced problem: one typed call of ``plan.solver.plan`` (a ``plan.api.PlanRequest``: ``solver: heuristic``,
   ``objective: min_gpus``, no LP bound; the new layouts read from ``PlanResult.layouts``) per deficit group, on
   the *empty* GPUs of one GPU model only (the group's model with the most of
@@ -220,10 +223,13 @@ class Replanner(object):
                 continue
             m = -best[1]
             changes = self._plan_model(m, deficit, g["multi"], empty, free, g["kinds"], budget_left)
+            gone = dict(((node, gi), self.engine.gpu_units(node, gi)) for node, gi, dummy in changes)
             applied, now = self._apply(t, changes, budget_left, empty)
             changed_now = changed_now or now
             budget_left -= len(applied)
-            for dummy_node, dummy_gi, units in applied:
+            for node, gi, units in applied:  # the old units leave the free count, the new ones (being installed) join
+                for u in gone[(node, gi)]:
+                    free_by_model[m, u] -= 1
                 for u in units:
                     free_by_model[m, u] += 1
         spent = self.budget - budget_left
@@ -310,6 +316,13 @@ class Replanner(object):
         cands = self._candidates(m, empty, free, need, want)
         if not cands:
             return []
+        # The demand less the units outside the problem: the candidates' own free units are in their layouts.
+        inside = np.zeros(len(self.table.kinds), dtype=np.int64)
+        for node, gi in cands:
+            for u in self.engine.gpu_units(node, gi):
+                inside[u] += 1
+        outside = free - inside
+        ask = dict((q, n - int(outside[q])) for q, n in need.items() if n - int(outside[q]) > 0)
         by_node = OrderedDict()
         for node, gi in cands:
             by_node.setdefault(node, []).append(gi)
@@ -322,7 +335,7 @@ class Replanner(object):
             nodes.append(plan_api.Node(name, (shape,) * len(gis), {},
                                        tuple(None if c is None else plan_demand.layout_key(
                                            None if c == "all-disabled" else c) for c in current)))
-        items = self._items(m, deficit, multi)
+        items = self._items(m, ask, multi)
         if not items:
             return []
         request = plan_api.PlanRequest(nodes, items, plan_api.PlanOptions(

@@ -239,3 +239,167 @@ def test_headroom_applies_to_memory_and_compute(fake):
     assert it["after"]["memory_gb"] == 22.8 and it["after"]["compute"] == 0.57, it["reason"]
     it = run(fake, _curve_pods(), [_item(compute=1.0)], headroom_pct=50)["items"][0]
     assert it["after"]["memory_gb"] == 28.5 and it["after"]["compute"] == 0.72, it["reason"]  # 19 * 1.5; 0.7125 up
+
+
+# --- the rules the mutation run (make mutate) found unpinned: each expected value worked out by hand
+
+
+def test_plan_must_be_a_gpu_plan_result_and_its_inner_plan_is_accepted(fake):
+    for bad, named in (({"nodes": []}, "got keys ['nodes']"), ([1], "got keys list"),
+                       ({"plan": {"decisions": "x"}}, "got keys ['decisions']")):
+        with pytest.raises(GpuOpsError) as e:
+            run(fake, _pods([8.0] * 20), [_item()], plan=bad)
+        assert "plan must be a gpu_plan result (its 'plan', with 'decisions')" in e.value.msg and named in e.value.msg
+    # gpu_plan's 'plan' itself (without the result around it) names the model and the profile the same way
+    it = run(fake, _pods([8.0] * 20), [_item()], plan=_plan("a100_80gb", "3g.40gb")["plan"])["items"][0]
+    assert it["model"] == "a100_80gb" and it["before"]["profile"] == "3g.40gb" and it["after"]["profile"] == "1g.10gb"
+
+
+def test_pods_map_by_their_owner_reference_or_owner(fake):
+    # series of pods named srv-...: no item "srv"; their owner (a ReplicaSet of Deployment embedder, or a
+    # StatefulSet embedder) maps them to item embedder (plan/workloads.py: the owner decides)
+    series = _pods([8.0] * 20, name="srv")
+    rs = [{"metadata": {"namespace": "search", "name": s["pod"], "labels": {"app": "x"},
+                        "ownerReferences": [{"kind": "ReplicaSet", "name": "embedder-7d9c5b6f4"}]}} for s in series]
+    sts = [{"namespace": "search", "name": s["pod"], "owner": {"kind": "StatefulSet", "name": "embedder"}}
+           for s in series]
+    assert run(fake, series, [_item()])["items"][0]["observed"] is None
+    assert run(fake, series, [_item()], pods=rs)["items"][0]["observed"]["memory_gb_peak"] == 8.0
+    assert run(fake, series, [_item()], pods=sts)["items"][0]["observed"]["memory_gb_peak"] == 8.0
+
+
+def test_an_idle_device_is_dropped_and_the_pods_after_it_are_read(fake):
+    # an idle device (no pod label: nothing runs on it) listed before the item's pods, 70 GB used
+    idle = [{"labels": {"__name__": name, "gpu": "7", "Hostname": "node-a", "modelName": "NVIDIA A100-SXM4-80GB"},
+             "samples": [(NOW - 48 * 3600 + 60.0 * i, v) for i in range(20)]}
+            for name, v in (("DCGM_FI_DEV_FB_USED", 70 * GIB), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.9),
+                            ("DCGM_FI_DEV_GPU_UTIL", 90.0))]
+    fake.vectors = series_answer(idle + stored_series(_pods([8.0] * 20)))
+    out = rightsize.rightsize(prom.Prometheus(fake.url, timeout_s=5),
+                              {"demand": [_item()], "plan": _plan("a100_80gb", "3g.40gb"), "min_history": "24h"}, now=NOW)
+    assert out["items"][0]["observed"]["memory_gb_peak"] == 8.0 and out["items"][0]["after"]["memory_gb"] == 9.6
+
+
+def test_gpu_util_of_whole_gpus_is_a_percentage(fake):
+    # whole GPUs (no GPU_I_PROFILE): DCGM_FI_DEV_GPU_UTIL 40 (%) is 0.4 of a GPU; + 20 % = 0.48
+    it = run(fake, _pods([8.0] * 20, profile=None, compute=0.4), [_item(compute=1.0)],
+             plan=_plan("a100_80gb", "3g.40gb"), compute_metric="DCGM_FI_DEV_GPU_UTIL")["items"][0]
+    assert it["observed"]["compute_p95"] == 0.4 and it["observed"]["compute_peak"] == 0.4
+    assert it["after"]["compute"] == 0.48 and "compute p95 0.40 +20 % = 0.48 of a GPU" in it["reason"]
+
+
+@pytest.mark.parametrize("model_name,profile,engine,share", [
+    ("NVIDIA A30", "2g.12gb", 0.5, 0.25),           # A30: 4 compute slices; 2 of them at 0.5
+    ("NVIDIA Mystery GPU", "3g.40gb", 0.7, 0.3),      # a model the catalog does not know: 7 slices, 3 of them
+    ("NVIDIA A100-SXM4-80GB", "odd", 0.6, 0.6),       # no <n>g. in the profile name: the ratio as it is
+])
+def test_engine_active_of_a_mig_device_scales_by_its_slices(fake, model_name, profile, engine, share):
+    series = [dict(s, model=model_name) for s in _pods([8.0] * 20, profile=profile, compute=engine)]
+    it = run(fake, series, [_item(compute=1.0)], headroom_pct=0)["items"][0]
+    assert it["observed"]["compute_p95"] == pytest.approx(share, abs=1e-4)
+    assert it["after"]["compute"] == pytest.approx(share, abs=1e-9)
+
+
+def test_a_negative_headroom_is_refused(fake):
+    with pytest.raises(GpuOpsError) as e:
+        run(fake, _pods([8.0] * 20), [_item()], headroom_pct=-5)
+    assert e.value.msg == "headroom_pct must be 0 or more, got -5.0"
+
+
+def test_a_whole_gpu_resource_is_named_with_its_mode(fake):
+    plan = {"plan": {"decisions": [{"tenant": "search", "name": "embedder", "mode": "time-slicing", "model": "l40s_48gb",
+                                    "resource": "nvidia.com/gpu"}]}}
+    it = run(fake, _pods([10.0] * 20, profile=None), [_item(isolation="shared")], plan=plan)["items"][0]
+    assert it["before"]["profile"] == "nvidia.com/gpu (time-slicing)"
+    assert it["after"]["profile"] == "25 % of a l40s_48gb (time-slicing)"  # 12 GB of 48
+    assert it["reason"].startswith("nvidia.com/gpu (time-slicing) -> 25 % of a l40s_48gb (time-slicing): ")
+
+
+def test_no_model_names_the_memory_only(fake):
+    it = run(fake, _pods([8.0] * 20), [_item()])["items"][0]
+    assert it["model"] is None and it["after"]["profile"] is None
+    assert it["reason"].startswith("- -> 9.6 GB: p95 8.0 GB")
+
+
+def test_demand_file_errors_name_the_file(tmp_path):
+    missing = str(tmp_path / "none.yml")
+    with pytest.raises(GpuOpsError, match="demand_file %s cannot be read" % missing):
+        rightsize.load_demand_file(missing)
+    bad = tmp_path / "bad.yml"
+    bad.write_text("demand: [\n")
+    with pytest.raises(GpuOpsError, match="demand_file %s is not YAML" % bad):
+        rightsize.load_demand_file(str(bad))
+    for text in ("- a\n- b\n", "demand: 3\n"):
+        bad.write_text(text)
+        with pytest.raises(GpuOpsError, match="demand_file %s must be a mapping with a 'demand' list" % bad):
+            rightsize.load_demand_file(str(bad))
+    with pytest.raises(GpuOpsError, match=r"give demand or demand_file \(gpu_plan's demand list\)"):
+        rightsize.run({"prometheus_url": "http://127.0.0.1:1"})
+
+
+def test_demand_out_not_a_demand_file_is_replaced_and_an_unwritable_one_fails(fake, tmp_path):
+    fake.vectors = series_vectors(_pods([8.0] * 20, first=time.time() - 48 * 3600))
+    out_file = tmp_path / "demand.yml"
+    out_file.write_text("not: [a demand file\n")
+    params = {"prometheus_url": fake.url, "demand": [_item(name="reranker")], "demand_out": str(out_file)}
+    first = rightsize.run(params)  # no series of reranker: no change, but the file is not its demand
+    assert first["changed"] is True and first["changes"] == []
+    assert rightsize.load_demand_file(str(out_file)) == [_item(name="reranker")]
+    assert rightsize.run(params)["changed"] is False
+    nowhere = str(tmp_path / "no-dir" / "demand.yml")
+    with pytest.raises(GpuOpsError, match="demand_out %s cannot be written" % nowhere):
+        rightsize.run(dict(params, demand_out=nowhere))
+
+
+def test_reason_in_full(fake):
+    # docs/rightsize.md's example, then the samples (3 pods x 100) and the history (first sample 48 h ago)
+    mem = [7.0] * 90 + [8.0] * 8 + [8.5, 9.0]
+    it = run(fake, _pods(mem), [_item()], plan=_plan("a100_80gb", "3g.40gb"))["items"][0]
+    assert it["reason"] == ("3g.40gb -> 1g.10gb: p95 8.0 GB, peak 9.0 GB, +20 % headroom = 9.6 GB, never below the "
+                            "peak: memory_gb 40 -> 9.6 (300 samples, 48.0 h)")
+
+
+def test_engine_active_missing_for_an_item_leaves_its_compute_without_the_gpu_util_note(fake):
+    # the metric exists (another workload's pods) but not for embedder's pods: its compute stays as declared, and
+    # the "always 0 on MIG devices" note belongs to DCGM_FI_DEV_GPU_UTIL only
+    series = stored_series(_pods([8.0] * 20), missing=("DCGM_FI_PROF_GR_ENGINE_ACTIVE",)) + \
+        stored_series(_pods([8.0] * 20, name="other"))
+    fake.vectors = series_answer(series)
+    out = rightsize.rightsize(prom.Prometheus(fake.url, timeout_s=5),
+                              {"demand": [_item(compute=0.5)], "plan": _plan("a100_80gb", "3g.40gb")}, now=NOW)
+    it = out["items"][0]
+    assert it["observed"]["compute_p95"] is None and it["after"]["compute"] == 0.5
+    assert it["reason"].endswith("memory_gb 40 -> 9.6 (60 samples, 48.0 h)"), it["reason"]
+
+
+def test_observed_values_are_rounded_as_documented(fake):
+    # RETURN: GB to 3 decimals, fractions of a GPU to 4: 1000 MiB = 0.9765625 GB -> 0.977; engine 1/3 -> 0.3333
+    series = _pods([1000.0 / GIB] * 20, profile=None, compute=1.0 / 3)
+    obs = run(fake, series, [_item(compute=1.0)])["items"][0]["observed"]
+    assert obs["memory_gb_peak"] == 0.977 and obs["memory_gb_p95"] == 0.977
+    assert obs["compute_peak"] == 0.3333 and obs["compute_p95"] == 0.3333
+
+
+def test_run_waits_30_s_per_answer_by_default(monkeypatch):
+    # doc_fragments/prometheus.py: timeout_s defaults to 30
+    seen = []
+
+    def client(url, **kw):
+        seen.append(kw)
+        raise GpuOpsError("stop")
+
+    monkeypatch.setattr(prom, "Prometheus", client)
+    for extra, want in (({}, 30), ({"timeout_s": 7}, 7)):
+        with pytest.raises(GpuOpsError, match="stop"):
+            rightsize.run(dict({"prometheus_url": "http://x", "demand": [_item()]}, **extra))
+        assert seen[-1]["timeout_s"] == want
+
+
+def test_without_pyyaml_demand_out_is_json(monkeypatch, tmp_path):
+    # PyYAML missing (it comes with ansible-core, but the module_utils do not require it): JSON, 2-space indent
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    text = rightsize.render_demand_file({"demand": [{"name": "a", "memory_gb": 9.6}], "changes": []})
+    assert text == '{\n  "demand": [\n    {\n      "name": "a",\n      "memory_gb": 9.6\n    }\n  ],\n  "changes": []\n}\n'
+    path = tmp_path / "d.json"
+    path.write_text(text)
+    assert rightsize.load_demand_file(str(path)) == [{"name": "a", "memory_gb": 9.6}]
