@@ -158,7 +158,7 @@ queries:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
-from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import connection_options
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import connection_options, window_options
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import pod_history
 
 
@@ -166,10 +166,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             connection_options(),
-            window=dict(type="str"),
-            start=dict(type="str"),
-            end=dict(type="str"),
-            step=dict(type="str", default="5m"),
+            **window_options(),
             namespaces=dict(type="list", elements="str"),
             tenant_label=dict(type="str"),
             tenants=dict(type="dict"),

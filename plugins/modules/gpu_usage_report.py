@@ -192,7 +192,7 @@ report:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.module_exit import run_and_exit
-from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import connection_options
+from ansible_collections.gpuops.k8s.plugins.module_utils.metrics.prometheus import connection_options, window_options
 from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import usage_report
 
 
@@ -200,10 +200,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             connection_options(),
-            window=dict(type="str"),
-            start=dict(type="str"),
-            end=dict(type="str"),
-            step=dict(type="str", default="5m"),
+            **window_options(),
             compute_metric=dict(type="str", default="DCGM_FI_PROF_GR_ENGINE_ACTIVE",
                                 choices=["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]),
             tenant_label=dict(type="str"),

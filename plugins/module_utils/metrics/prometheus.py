@@ -38,6 +38,17 @@ def connection_options() -> Dict[str, Dict[str, Any]]:
     )
 
 
+def window_options() -> Dict[str, Dict[str, Any]]:
+    """The argument spec of the window options (``window`` or ``start``, ``end``, ``step``) of the modules that read a
+    window of range queries (gpu_usage_report, gpu_pod_history), a new dict each call."""
+    return dict(
+        window=dict(type="str"),
+        start=dict(type="str"),
+        end=dict(type="str"),
+        step=dict(type="str", default="5m"),
+    )
+
+
 def duration_s(value: Any, where: str) -> float:
     """Seconds of a Prometheus duration (``30s``, ``15m``, ``24h``, ``7d``) or a number of seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
