@@ -275,11 +275,13 @@ class Prober(object):
 def at_size(prober: Any, k: int, met: bool, prices: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     s = prober.summary(k)
     if s is None:  # the largest size stopped early: replay it to the end for its figures
-        prober.target_saved = prober.target
+        saved_target = prober.target
         prober.target = {}
         prober.cache.pop(k, None)
-        s = prober.summary(k)
-        prober.target = prober.target_saved
+        try:
+            s = prober.summary(k)
+        finally:
+            prober.target = saved_target
     nodes = s["_nodes"]
     per_gpu: List[Any] = [trace_models.price_of(nd.model, prices) for nd in nodes for dummy in range(nd.gpus)]
     usd = round(sum(per_gpu), 2) if per_gpu and all(x is not None for x in per_gpu) else None
