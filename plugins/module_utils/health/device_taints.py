@@ -133,9 +133,10 @@ def _node_taint(node_obj, taint):
 
 
 def _same(rule, old):
-    return (old is not None and old.get("spec") == rule["spec"]
-            and all(((old.get("metadata") or {}).get("labels") or {}).get(k) == v
-                    for k, v in rule["metadata"]["labels"].items()))
+    if old is None or old.get("spec") != rule["spec"]:
+        return False
+    labels = (old.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in rule["metadata"]["labels"].items())
 
 
 def plan_with_device_taints(verdicts: Dict[str, Any], nodes: List[Dict[str, Any]],

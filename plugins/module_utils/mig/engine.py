@@ -448,8 +448,9 @@ def _failure(nvml, works, changes, planned, completed, halts, skipped_gpus, retr
                "nvml_retries": retries}
     if now is not None:
         # a mode change made on a GPU (done or failed later) that waits for a reset
-        waiting = set(waiting) | set(g["index"] for g in now if g["index"] in set(w.gpu["index"] for w in works)
-                                     and bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending")))
+        worked = set(w.gpu["index"] for w in works)
+        mode_waits = set(g["index"] for g in now if bool(g.get("mig_mode_current")) != bool(g.get("mig_mode_pending")))
+        waiting = set(waiting) | (mode_waits & worked)
         details["gpus"] = now
         details["resources"] = resources(now)
         details["diagram"] = slice_diagram.render(now)

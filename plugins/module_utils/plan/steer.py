@@ -105,8 +105,8 @@ def pending_requests(pods: Optional[Sequence[Any]], claims: Optional[Sequence[An
                     profiles.extend([profile] * int(ex.get("count") or 1))
         if not profiles:
             continue
-        cond = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"
-                and str(c.get("status")) == "False" and c.get("reason") == "Unschedulable"]
+        cond = [c for c in status.get("conditions") or []
+                if (c.get("type"), str(c.get("status")), c.get("reason")) == ("PodScheduled", "False", "Unschedulable")]
         message = str(cond[0].get("message") or "") if cond else ""
         if not cond or not any(m in message for m in DRA_UNSCHEDULABLE):
             ignored.append({"pod": _ref(pod), "reason": "not unschedulable for its MIG devices: %s"
