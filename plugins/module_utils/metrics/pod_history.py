@@ -422,8 +422,7 @@ def run(params: Mapping[str, Any], check_mode: bool = False, client: Any = None,
     from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import prometheus as prom
     p = dict(params)
     if client is None:
-        client = prom.Prometheus(p["prometheus_url"], token=p.get("prometheus_token"), ca_path=p.get("ca_path"),
-                                 validate_certs=p.get("validate_certs", True), timeout_s=p.get("timeout_s") or 30)
+        client = prom.Prometheus.from_params(p)
     result = read_pods(client, p, now=now)
     result["nodes"] = pool_nodes(p.get("pool"), result["peak_gpus"])
     result["pool_gpus"] = sum(g["count"] for n in result["nodes"] for g in n["gpus"])

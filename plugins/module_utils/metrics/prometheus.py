@@ -17,7 +17,7 @@ import socket
 import ssl
 import urllib.error
 import urllib.parse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible.module_utils.urls import SSLValidationError, open_url
 from ansible_collections.gpuops.k8s.plugins.module_utils.common.errors import GpuOpsError
@@ -83,6 +83,12 @@ class Prometheus(object):
         self.ca_path = ca_path or None
         if self.ca_path and not os.path.isfile(self.ca_path):
             raise GpuOpsError("ca_path %s is not a file" % self.ca_path, url=self.url)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "Prometheus":
+        """The client of a module's connection options (``connection_options()``)."""
+        return cls(params["prometheus_url"], token=params.get("prometheus_token"), ca_path=params.get("ca_path"),
+                   validate_certs=params.get("validate_certs", True), timeout_s=params.get("timeout_s") or 30)
 
     def _get(self, path, params=None):
         full = self.url + path + ("?" + urllib.parse.urlencode(params) if params else "")

@@ -251,8 +251,7 @@ def run(params: Mapping[str, Any], check_mode: bool = False, diff: bool = False,
     from ansible_collections.gpuops.k8s.plugins.module_utils.metrics import prometheus as prom
     p = dict(params)
     if client is None:
-        client = prom.Prometheus(p["prometheus_url"], token=p.get("prometheus_token"), ca_path=p.get("ca_path"),
-                                 validate_certs=p.get("validate_certs", True), timeout_s=p.get("timeout_s") or 30)
+        client = prom.Prometheus.from_params(p)
     result = usage_report(client, p, now=now)
     out = dict(result, changed=False, report=None)
     if p.get("report"):
