@@ -46,7 +46,6 @@ import urllib.request
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from lib import cluster as cluster_lib
 from lib import gpu_nodes, metrics_lab, playbook
@@ -124,34 +123,14 @@ def scene(k8s_cluster, tmp_path_factory):
         start = math.ceil(time.time() / STEP) * STEP
         end = start + WINDOW
         time.sleep(max(0.0, start + DELETE_AT - time.time()))
-        t_del = time.time()
-        core.delete_namespaced_pod("b-batch", ns["speech"], grace_period_seconds=0)
-
-        def gone():
-            try:
-                core.read_namespaced_pod("b-batch", ns["speech"])
-                return False
-            except ApiException as e:
-                return e.status == 404
-        wait_for(gone, timeout=30, interval=0.2, what="b-batch deleted")
-        t_gone = time.time()
+        t_del, t_gone = gpu_nodes.delete_pod_and_wait(core, "b-batch", ns["speech"], timeout=30)
         # the last sample of the window scraped
         time.sleep(max(0.0, end + SCRAPE - time.time()))
         yield {"lab": lab, "ns": ns, "tenant": tenant, "nodes": [whole, mig], "prio": prio, "start": start, "end": end,
                "t_del": t_del, "t_gone": t_gone, "tmp": tmp_path_factory.mktemp("usage")}
     finally:
         lab.stop()
-        for name in ns.values():
-            try:
-                core.delete_namespace(name)
-            except ApiException:
-                pass
-        try:
-            sched.delete_priority_class(prio)
-        except ApiException:
-            pass
-        for n in (whole, mig):
-            gpu_nodes.delete_node(core, n)
+        gpu_nodes.remove_test_objects(core, sched, list(ns.values()), prio, (whole, mig))
 
 
 def hours(seconds):

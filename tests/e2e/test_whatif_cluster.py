@@ -32,7 +32,6 @@ import time
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from lib import cluster as cluster_lib
 from lib import gpu_nodes, metrics_lab, playbook
@@ -83,17 +82,7 @@ def scene(k8s_cluster, tmp_path_factory):
         start = math.ceil(time.time() / STEP) * STEP
         end = start + WINDOW
         time.sleep(max(0.0, start + DELETE_AT - time.time()))
-        t_del = time.time()
-        core.delete_namespaced_pod("h-short", ns, grace_period_seconds=0)
-
-        def gone():
-            try:
-                core.read_namespaced_pod("h-short", ns)
-                return False
-            except ApiException as e:
-                return e.status == 404
-        wait_for(gone, timeout=20, interval=0.2, what="h-short deleted")
-        t_gone = time.time()
+        t_del, t_gone = gpu_nodes.delete_pod_and_wait(core, "h-short", ns, timeout=20)
         time.sleep(max(0.0, start + CREATE_AT - time.time()))
         t_create = time.time()
         res, sel, pc = pods["h-late"]
@@ -104,17 +93,7 @@ def scene(k8s_cluster, tmp_path_factory):
                "t_create": t_create, "t_created": t_created, "tmp": tmp_path_factory.mktemp("hist")}
     finally:
         lab.stop()
-        for name in (ns,):
-            try:
-                core.delete_namespace(name)
-            except ApiException:
-                pass
-        try:
-            sched.delete_priority_class(prio)
-        except ApiException:
-            pass
-        for n in (whole, mig):
-            gpu_nodes.delete_node(core, n)
+        gpu_nodes.remove_test_objects(core, sched, [ns], prio, (whole, mig))
 
 
 def metrics_lab_query(lab, q):

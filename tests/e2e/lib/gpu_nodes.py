@@ -159,6 +159,40 @@ def delete_node(api, name):
             raise
 
 
+def delete_pod_and_wait(core, name, namespace, timeout):
+    """Delete a pod at once (grace 0) and wait until the API server no longer has it: (asked at, gone at)."""
+    import time
+    from kubernetes.client.rest import ApiException
+    from lib.wait import wait_for
+    asked = time.time()
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+    def gone():
+        try:
+            core.read_namespaced_pod(name, namespace)
+            return False
+        except ApiException as e:
+            return e.status == 404
+    wait_for(gone, timeout=timeout, interval=0.2, what="%s deleted" % name)
+    return asked, time.time()
+
+
+def remove_test_objects(core, sched, namespaces, priority_class, nodes):
+    """A test's namespaces, PriorityClass and kwok nodes removed (what is already gone is fine)."""
+    from kubernetes.client.rest import ApiException
+    for name in namespaces:
+        try:
+            core.delete_namespace(name)
+        except ApiException:
+            pass
+    try:
+        sched.delete_priority_class(priority_class)
+    except ApiException:
+        pass
+    for n in nodes:
+        delete_node(core, n)
+
+
 GPU_PRIORITY_CLASSES = ("gpu-critical", "gpu-high", "gpu-low")
 
 
